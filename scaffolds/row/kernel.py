@@ -1,0 +1,132 @@
+"""l2_normalize: row-wise L2 normalisation over the last dimension, y = x / max(||x||_2, eps).
+
+A template for row-wise kernels: reduce a row to a statistic, then map the row with it
+(RMSNorm, LayerNorm and softmax have the same shape). One program handles one row, in fp32.
+A row of up to 64 KiB (16384 fp32 or 32768 fp16/bf16 columns) is read once and kept in
+registers; a wider row is streamed twice in column tiles (reduce, then map), its second read
+mostly served from L2. Dtypes: float32, float16, bfloat16. x must be contiguous.
+One program per row: many short rows (a few hundred columns) leave the GPU underused.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+# Rows up to this many bytes fit in one program's registers without spilling.
+MAX_FUSED_BYTES = 65536
+# Column tile for rows wider than that: big enough to keep many loads in flight per program.
+WIDE_ROW_BLOCK_SIZE = 4096
+
+
+@triton.jit
+def l2_normalize_kernel(
+    x_ptr, y_ptr,
+    x_row_stride, y_row_stride,
+    n_cols, eps,
+    BLOCK_SIZE: tl.constexpr,
+    SINGLE_PASS: tl.constexpr,
+):
+    # int64: row * stride passes 2**31 elements on large activations.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    y_row = y_ptr + row * y_row_stride
+    cols = tl.arange(0, BLOCK_SIZE)
+
+    if SINGLE_PASS:
+        mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
+        # Reduce: the statistic of the row.
+        norm = tl.sqrt(tl.sum(x * x, axis=0))
+        # Map: every element with the statistic.
+        y = x / tl.maximum(norm, eps)
+        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Per-lane partial sums, reduced once after the loop: one tree reduction, not one per tile.
+        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            # evict_last: the mapping pass reads this row again.
+            x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0,
+                        eviction_policy="evict_last").to(tl.float32)
+            sum_sq += x * x
+        inv_norm = 1.0 / tl.maximum(tl.sqrt(tl.sum(sum_sq, axis=0)), eps)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            y = x.to(tl.float32) * inv_norm
+            tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _num_warps(block_size):
+    # About 16 elements per thread: enough loads in flight, few enough registers not to spill.
+    return min(max(block_size // 512, 4), 32)
+
+
+def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """x divided by the L2 norm of its last dimension (clamped below by eps)."""
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"l2_normalize: x must be float32, float16 or bfloat16, got {x.dtype}")
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"l2_normalize: x needs a non-empty last dimension, got shape {tuple(x.shape)}")
+    if not x.is_contiguous():
+        raise ValueError("l2_normalize: x must be contiguous (call .contiguous())")
+
+    n_cols = x.shape[-1]
+    x_2d = x.view(-1, n_cols)
+    y = torch.empty_like(x)
+    y_2d = y.view(-1, n_cols)
+    n_rows = x_2d.shape[0]
+    if n_rows == 0:
+        return y
+
+    single_pass = n_cols * x.element_size() <= MAX_FUSED_BYTES
+    block_size = triton.next_power_of_2(n_cols) if single_pass else WIDE_ROW_BLOCK_SIZE
+    l2_normalize_kernel[(n_rows,)](
+        x_2d, y_2d,
+        x_2d.stride(0), y_2d.stride(0),
+        n_cols, eps,
+        BLOCK_SIZE=block_size, SINGLE_PASS=single_pass,
+        num_warps=_num_warps(block_size),
+    )
+    return y
+
+
+kernel_fn = l2_normalize
+
+
+def reference_fn(x, eps=1e-12):
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(eps)
+
+
+def get_inputs(rows=8192, cols=8192, dtype=torch.bfloat16):
+    return [torch.randn(rows, cols, device="cuda", dtype=dtype)]
+
+
+CASES = [
+    # Verification: odd widths, a single row, one column, and widths just past the 64 KiB
+    # single-pass limit (16384 fp32 / 32768 fp16|bf16 columns) so the tiled loop runs.
+    *[
+        {"rows": rows, "cols": cols, "dtype": dtype}
+        for dtype in (torch.float32, torch.float16, torch.bfloat16)
+        for rows, cols in ((1, 1), (3, 127), (37, 1000), (5, 4097))
+    ],
+    {"rows": 2, "cols": 16385, "dtype": torch.float32},
+    {"rows": 2, "cols": 32769, "dtype": torch.float16},
+    {"rows": 2, "cols": 40000, "dtype": torch.bfloat16},
+    # Benchmark: a sweep of row widths at 8192 rows, and one width for the tiled loop.
+    {"purpose": "bench", "rows": 8192, "cols": 2048, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 8192, "cols": 4096, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 8192, "cols": 8192, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 8192, "cols": 16384, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 1024, "cols": 65536, "dtype": torch.bfloat16},
+]
+
+
+def flops(x, eps=1e-12):
+    # square, sum, divide
+    return 3 * x.numel()
+
+
+def bytes_moved(x, eps=1e-12):
+    return 2 * x.numel() * x.element_size()

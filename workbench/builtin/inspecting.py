@@ -1,0 +1,161 @@
+"""Built-in commands that look without running kernels: list, doctor, plugins, history, diff."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from ..commands import EXIT_ENVIRONMENT, EXIT_OK, Command, CommandError, Context, hookimpl
+from ..core.history import find_record, last_record, read_records, source_diff
+from ..core.project import Project, ProjectError, find_projects
+from ..core.runner import WorkerProcess, WorkerStartError
+from ..plugins import loaded_plugins
+
+
+def _open_project(path: str) -> Project:
+    try:
+        return Project.open(path)
+    except ProjectError as exc:
+        raise CommandError(str(exc)) from None
+
+
+# -- list -------------------------------------------------------------------------------
+
+def _list_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default="projects", type=Path, help="folder holding projects (default: ./projects)")
+
+
+def _list(args: argparse.Namespace, context: Context) -> int:
+    projects = find_projects(args.dir)
+    if not projects:
+        print(f"no projects under {args.dir}/ (create one: workbench new rmsnorm)")
+        return EXIT_OK
+    for project in projects:
+        record = last_record(project)
+        if record is None:
+            verdict, when = "never run", ""
+        else:
+            stale = "" if record.source_hash == project.source_hash() else " (kernel.py changed since)"
+            verdict = f"{record.verdict}{stale}"
+            where = record.data.get("mode") or "?"
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created)) + f" on {where}"
+        print(f"{project.name:<20} {verdict:<40} {when}")
+    return EXIT_OK
+
+
+# -- doctor -----------------------------------------------------------------------------
+
+def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--interpret", action="store_true", help="probe the interpreter path even with a GPU")
+
+
+def _nvidia_smi() -> str:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return "not found"
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"failed: {exc}"
+    return out.stdout.strip().replace("\n", "; ") or out.stderr.strip()[:200]
+
+
+def _doctor(args: argparse.Namespace, context: Context) -> int:
+    rows: list[tuple[str, str]] = []
+    code = EXIT_OK
+    worker = WorkerProcess(interpret=args.interpret)
+    try:
+        ready = worker.wait_ready(timeout=120)
+    except WorkerStartError as exc:
+        rows.append(("worker", f"FAILED: {exc.problem.message}"))
+        if exc.problem.traceback:
+            rows.append(("", exc.problem.traceback.strip().splitlines()[-1]))
+        code = EXIT_ENVIRONMENT
+        ready = None
+    finally:
+        worker.close_unused()
+    if ready is not None:
+        rows += [("mode", ready.mode + (f" ({ready.reason})" if ready.reason else "")),
+                 ("device", ready.device_name), ("torch", ready.torch_version), ("triton", ready.triton_version),
+                 ("python (worker)", ready.python_version), ("worker warm-up", f"{ready.warmup_s:.2f} s")]
+    rows.append(("nvidia-smi", _nvidia_smi()))
+    for tool in ("ncu", "compute-sanitizer"):
+        rows.append((tool, shutil.which(tool) or "not on PATH"))
+    rows.append(("user triton cache", os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")))
+    rows.append(("project caches", "<project>/.workbench/triton-cache (cleared before every run)"))
+    rows.append(("plugins", ", ".join(name for name, _ in loaded_plugins(context.pm))))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return code
+
+
+# -- plugins ----------------------------------------------------------------------------
+
+def _plugins(args: argparse.Namespace, context: Context) -> int:
+    for name, origin in loaded_plugins(context.pm):
+        print(f"{name:<40} {origin}")
+    return EXIT_OK
+
+
+# -- history / diff ---------------------------------------------------------------------
+
+def _history_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("project", help="project folder or kernel .py file")
+    parser.add_argument("-n", type=int, default=20, help="show the last N runs (default 20)")
+
+
+def _history(args: argparse.Namespace, context: Context) -> int:
+    project = _open_project(args.project)
+    records = read_records(project)
+    if not records:
+        print(f"{project.name}: no runs recorded yet")
+        return EXIT_OK
+    for record in records[-args.n:]:
+        d = record.data
+        counts = d.get("counts", {})
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        bench = d.get("bench_summary") or ""
+        print(f"{record.id}  {when}  {'+'.join(d.get('stages', [])):<12} {record.verdict:<9} "
+              f"{counts.get('passed', 0)}/{sum(counts.values()) if counts else 0} passed  "
+              f"src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}".rstrip())
+    return EXIT_OK
+
+
+def _diff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("project", help="project folder or kernel .py file")
+    parser.add_argument("a", nargs="?", default="-2", help="older run: id, id prefix or index (default -2)")
+    parser.add_argument("b", nargs="?", default="-1", help="newer run (default -1, the latest)")
+
+
+def _diff(args: argparse.Namespace, context: Context) -> int:
+    project = _open_project(args.project)
+    records = read_records(project)
+    try:
+        older, newer = find_record(records, args.a), find_record(records, args.b)
+    except KeyError as exc:
+        raise CommandError(str(exc.args[0])) from None
+    print(f"{older.id} ({older.verdict}) -> {newer.id} ({newer.verdict})")
+    from ..reports import timing_change
+
+    for line in timing_change(older.data, newer.data):
+        print(line)
+    diff = source_diff(project, older, newer)
+    print("\n".join(diff) if diff else "(same kernel source)")
+    return EXIT_OK
+
+
+@hookimpl
+def workbench_register_commands(register):
+    register(Command("list", "projects and their last verdict", _list_arguments, _list))
+    register(Command("doctor", "GPU, driver, torch, triton, interpreter, profilers, caches", _doctor_arguments,
+                     _doctor))
+    register(Command("plugins", "the plugins loaded and where they come from", lambda p: None, _plugins))
+    register(Command("history", "a project's recorded runs", _history_arguments, _history))
+    register(Command("diff", "the kernel source diff between two runs, beside the change in time",
+                     _diff_arguments, _diff))

@@ -1,0 +1,84 @@
+"""The `workbench` command. Commands come from the plugin manager; exit codes are an API.
+
+    0  all passed
+    1  a verification failed (or a benchmark's re-check failed)
+    2  the project or its kernel.py could not be used; bad arguments; a refused name
+    3  an environment problem (no torch/triton, no GPU where one is needed, a missing profiler)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .commands import EXIT_ENVIRONMENT, EXIT_UNUSABLE, CommandError, Context, collect_commands
+from .plugins import PluginError, make_plugin_manager
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 already; say how to get help too
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_UNUSABLE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(commands: dict) -> argparse.ArgumentParser:
+    parser = _Parser(prog="workbench", description="Write, verify and benchmark Triton kernels.",
+                     epilog="exit codes: 0 passed, 1 verification failed, 2 project unusable or bad input, "
+                            "3 environment problem")
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    parser.add_argument("--no-plugins", action="store_true", help="load built-in commands only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in sorted(commands):
+        command = commands[name]
+        p = sub.add_parser(name, help=command.help, description=command.description or command.help)
+        command.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    autoload = "--no-plugins" not in argv
+    try:
+        pm = make_plugin_manager(autoload=autoload, project_dir=_project_dir_hint(argv))
+        commands = collect_commands(pm)
+    except PluginError as exc:
+        print(f"workbench: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    parser = build_parser(commands)
+    if not argv or argv == ["--no-plugins"]:
+        # Plain `workbench` inside a project opens the live loop on it.
+        if (Path.cwd() / "kernel.py").is_file() and "watch" in commands:
+            argv = [*argv, "watch", "."]
+        else:
+            parser.print_help()
+            return EXIT_UNUSABLE
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_UNUSABLE
+    try:
+        return commands[args.command].run(args, Context(pm=pm))
+    except CommandError as exc:
+        print(f"workbench {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"workbench {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _project_dir_hint(argv: list[str]) -> Path | None:
+    """The project whose workbench_plugin.py to load: the first argument that is one, else cwd."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            path = Path(arg)
+            if path.is_dir() and (path / "kernel.py").is_file():
+                return path
+            if path.suffix == ".py" and path.is_file():
+                return path.parent
+    return Path.cwd() if (Path.cwd() / "kernel.py").is_file() else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Compare a kernel's output with the reference: error statistics, where the bad
+elements are, and a hint at the pattern ("all in the last 31 columns: a boundary mask?").
+
+Pure tensor arithmetic on the CPU or GPU; no Triton, no kernel code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import Tolerance
+from .events import Worst, finite_or_none
+
+ERROR_MAP_ROWS = 12
+ERROR_MAP_COLS = 48
+
+
+@dataclass
+class Comparison:
+    numel: int
+    bad_count: int = 0
+    unwritten: int = 0
+    nan_mismatch: int = 0
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rel_norm_err: float | None = None
+    worst: Worst | None = None
+    pattern: str = ""
+    messages: list[str] = field(default_factory=list)
+    error_map: list[list[float]] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.messages
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
+            unwritten_mask: torch.Tensor | None = None) -> Comparison:
+    """Check `out` against `ref` (any dtypes; compared in float64)."""
+    result = Comparison(numel=ref.numel())
+    if tuple(out.shape) != tuple(ref.shape):
+        result.messages.append(f"shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
+        result.bad_count = result.numel
+        return result
+    if out.numel() == 0:
+        return result
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(torch.float64)
+    if unwritten_mask is None:
+        unwritten_mask = torch.zeros_like(o, dtype=torch.bool)
+
+    o_nan, r_nan = torch.isnan(o), torch.isnan(r)
+    both_finite = torch.isfinite(o) & torch.isfinite(r)
+    # NaN matches NaN, inf matches the same inf; anything else non-finite is a mismatch.
+    same_special = (o_nan & r_nan) | (torch.isinf(o) & torch.isinf(r) & (o == r))
+    nan_mismatch = ~both_finite & ~same_special & ~unwritten_mask
+
+    diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
+    close = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
+    bad = ~(close | same_special) | unwritten_mask
+
+    result.unwritten = int(unwritten_mask.sum())
+    result.nan_mismatch = int(nan_mismatch.sum())
+    result.bad_count = int(bad.sum())
+    if both_finite.any():
+        d = diff[both_finite]
+        result.max_abs_err = finite_or_none(float(d.max()))
+        rel = d / r[both_finite].abs().clamp_min(tol.atol if tol.atol > 0 else 1e-30)
+        result.max_rel_err = finite_or_none(float(rel.max()))
+        ref_norm = float(torch.linalg.vector_norm(r[both_finite]))
+        err_norm = float(torch.linalg.vector_norm(d))
+        result.rel_norm_err = finite_or_none(err_norm / ref_norm if ref_norm > 0 else err_norm)
+
+    if result.unwritten:
+        result.messages.append(f"{result.unwritten} of {result.numel} elements never written")
+    if result.nan_mismatch:
+        result.messages.append(f"{result.nan_mismatch} elements are NaN/Inf where the reference is not (or the reverse)")
+    close_fail = int((~close & both_finite).sum())
+    if close_fail:
+        result.messages.append(f"{close_fail} of {result.numel} elements outside rtol={tol.rtol:g} atol={tol.atol:g}")
+    if result.rel_norm_err is not None and result.rel_norm_err > tol.rel_norm and not close_fail:
+        result.messages.append(
+            f"relative error norm {result.rel_norm_err:.3g} exceeds {tol.rel_norm:g} "
+            "(a systematic error hiding under atol)")
+    if result.bad_count:
+        result.worst = worst_element(o, r, bad, unwritten_mask)
+        result.pattern = describe_pattern(bad)
+        result.error_map = error_map(bad)
+    elif result.messages:  # rel-norm failure: every element is inside atol, the map shows the error size
+        result.pattern = "every element within tolerance, but the overall error is too large"
+    return result
+
+
+def worst_element(o: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, unwritten: torch.Tensor) -> Worst:
+    score = torch.where(torch.isfinite(o - r), (o - r).abs(), torch.full_like(o, float("inf")))
+    score = torch.where(bad, score, torch.full_like(o, -1.0))
+    flat = int(torch.argmax(score.reshape(-1)))
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(o.shape))] if o.dim() else []
+    kernel_value = None if bool(unwritten.reshape(-1)[flat]) else float(o.reshape(-1)[flat])
+    return Worst(index=index, kernel=_jsonable(kernel_value), reference=_jsonable(float(r.reshape(-1)[flat])))
+
+
+def _jsonable(value: float | None) -> float | None:
+    # NaN/inf are kept as strings by the renderer; JSON cannot carry them.
+    return finite_or_none(value)
+
+
+def _as_rows(mask: torch.Tensor) -> torch.Tensor:
+    if mask.dim() == 0:
+        return mask.reshape(1, 1)
+    if mask.dim() == 1:
+        return mask.reshape(1, -1)
+    return mask.reshape(-1, mask.shape[-1])
+
+
+def describe_pattern(bad: torch.Tensor) -> str:
+    """A one-line guess at where the bad elements are and why."""
+    total, count = bad.numel(), int(bad.sum())
+    if count == 0:
+        return ""
+    if count > 0.5 * total:
+        return f"everywhere ({count} of {total}): the computation itself, not a boundary"
+    if bad.dim() <= 1:
+        return _describe_flat(bad.reshape(-1), count, total)
+    rows = _as_rows(bad)
+    n_rows, n_cols = rows.shape
+    bad_cols = torch.nonzero(rows.any(dim=0)).reshape(-1)
+    bad_rows = torch.nonzero(rows.any(dim=1)).reshape(-1)
+    first_col, last_col = int(bad_cols[0]), int(bad_cols[-1])
+    first_row, last_row = int(bad_rows[0]), int(bad_rows[-1])
+    if last_col == n_cols - 1 and len(bad_cols) == n_cols - first_col and first_col > 0:
+        width = n_cols - first_col
+        return f"all in the last {width} columns (from column {first_col}): a boundary mask on the columns?"
+    if len(bad_rows) == 1:
+        return f"all in row {first_row} of {n_rows}: one program's row"
+    if last_row == n_rows - 1 and len(bad_rows) == n_rows - first_row and first_row > 0:
+        height = n_rows - first_row
+        return f"all in the last {height} rows (from row {first_row}): the grid one block short, or a row mask?"
+    if len(bad_cols) == 1:
+        return f"all in column {first_col}"
+    return f"scattered: {count} elements over {len(bad_rows)} rows and {len(bad_cols)} columns"
+
+
+def _describe_flat(bad: torch.Tensor, count: int, total: int) -> str:
+    idx = torch.nonzero(bad).reshape(-1)
+    first, last = int(idx[0]), int(idx[-1])
+    contiguous = last - first + 1 == count
+    if contiguous and last == total - 1 and first > 0:
+        block = first & -first  # largest power of two dividing the start
+        hint = f" (a multiple of {block}): the last block — grid one block short or a missing mask?" if block >= 16 else \
+            ": the tail — a missing mask?"
+        return f"all in the last {count} elements, from index {first}{hint}"
+    if contiguous:
+        return f"one contiguous run of {count} elements, indices {first}..{last}"
+    return f"scattered: {count} elements between indices {first} and {last}"
+
+
+def error_map(bad: torch.Tensor, rows: int = ERROR_MAP_ROWS, cols: int = ERROR_MAP_COLS) -> list[list[float]]:
+    """Fraction of bad elements per cell of a coarse grid over the (rows, last dim) view."""
+    grid = _as_rows(bad).to(torch.float32)
+    n_rows, n_cols = grid.shape
+    out_rows, out_cols = min(rows, n_rows), min(cols, n_cols)
+    pooled = torch.nn.functional.adaptive_avg_pool2d(grid[None, None], (out_rows, out_cols))[0, 0]
+    # A single bad element in a big cell must stay visible: round tiny fractions up.
+    pooled = torch.where((pooled > 0) & (pooled < 0.01), torch.full_like(pooled, 0.01), pooled)
+    return [[round(float(v), 3) for v in row] for row in pooled.cpu()]
+
+
+def tensors_equal_bitwise(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Element mask: a and b hold the same bits (so NaN == NaN)."""
+    if a.dtype.is_floating_point and a.element_size() in (2, 4, 8):
+        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return a.contiguous().view(view) == b.contiguous().view(view)
+    return a == b

@@ -1,0 +1,151 @@
+"""workbench.toml -> dataclasses. Every error names the file and the key.
+
+A project needs no workbench.toml: every field has a default. The file only
+overrides what it names:
+
+    [verify]
+    fp32_precision = "tf32"      # "ieee" (default) or "tf32": widens fp32 tolerances
+    deterministic = false        # true: a second run that differs bit for bit fails
+    inplace = false              # true: the kernel may modify its inputs
+    timeout_s = 60               # per case on a GPU; the interpreter gets interpret_timeout_s
+    interpret_timeout_s = 300
+    interpret_max_elements = 4194304   # larger cases are skipped in the interpreter
+
+    [tolerance.bfloat16]         # any of float32, tf32, float16, bfloat16
+    rtol = 2e-2
+    atol = 2e-2
+    rel_norm = 1e-2
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """workbench.toml is unreadable or holds a bad key or value."""
+
+    def __init__(self, path: Path | str, key: str, message: str):
+        self.path, self.key = str(path), key
+        where = f"{path}" + (f" [{key}]" if key else "")
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+    rel_norm: float  # bound on ||out - ref|| / ||ref||
+
+
+# DESIGN.md defaults. rel_norm catches a systematic error hiding under atol in
+# small-magnitude outputs (softmax probabilities): a few ulps of the dtype.
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(rtol=1e-7, atol=1e-7, rel_norm=1e-9),
+    "float32": Tolerance(rtol=1e-5, atol=1e-5, rel_norm=1e-5),
+    "tf32": Tolerance(rtol=1e-2, atol=1e-2, rel_norm=2e-3),
+    "float16": Tolerance(rtol=1e-3, atol=1e-3, rel_norm=2e-3),
+    "bfloat16": Tolerance(rtol=1e-2, atol=1e-2, rel_norm=1e-2),
+}
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    fp32_precision: str = "ieee"
+    deterministic: bool = False
+    inplace: bool = False
+    timeout_s: float = 60.0
+    interpret_timeout_s: float = 300.0
+    interpret_max_elements: int = 1 << 22
+    tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+
+    def tolerance_for(self, dtype_name: str) -> Tolerance:
+        if dtype_name == "float32" and self.fp32_precision == "tf32":
+            dtype_name = "tf32"
+        return self.tolerances.get(dtype_name, self.tolerances["float32"])
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    warmup_ms: float = 200.0
+    rep_ms: float = 1000.0
+    min_samples: int = 30
+    cuda_graph_below_us: float = 20.0
+    compare_torch_compile: bool = True
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    extra: dict[str, Any] = field(default_factory=dict)  # sections owned by plugins
+
+    def to_dict(self) -> dict[str, Any]:
+        verify = {f.name: getattr(self.verify, f.name) for f in fields(VerifyConfig) if f.name != "tolerances"}
+        return {
+            "verify": verify,
+            "tolerance": {k: vars(v) for k, v in self.verify.tolerances.items()},
+            "bench": {f.name: getattr(self.bench, f.name) for f in fields(BenchConfig)},
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], path: Path | str = "workbench.toml") -> "ProjectConfig":
+        data = dict(data)
+        tol_table = data.pop("tolerance", {})
+        verify = _section(VerifyConfig, data.pop("verify", {}), "verify", path)
+        if verify.fp32_precision not in ("ieee", "tf32"):
+            raise ConfigError(path, "verify.fp32_precision", f"must be 'ieee' or 'tf32', not {verify.fp32_precision!r}")
+        tolerances = dict(DEFAULT_TOLERANCES)
+        if not isinstance(tol_table, dict):
+            raise ConfigError(path, "tolerance", "must be a table of dtypes")
+        for dtype_name, values in tol_table.items():
+            if dtype_name not in DEFAULT_TOLERANCES:
+                known = ", ".join(DEFAULT_TOLERANCES)
+                raise ConfigError(path, f"tolerance.{dtype_name}", f"unknown dtype; known: {known}")
+            base = tolerances[dtype_name]
+            tolerances[dtype_name] = _section(Tolerance, values, f"tolerance.{dtype_name}", path, base=base)
+        verify = replace(verify, tolerances=tolerances)
+        bench = _section(BenchConfig, data.pop("bench", {}), "bench", path)
+        return cls(verify=verify, bench=bench, extra=data)
+
+
+def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = None) -> Any:
+    if not isinstance(values, dict):
+        raise ConfigError(path, name, "must be a table")
+    template = base if base is not None else cls()
+    known = [f.name for f in fields(cls) if f.name != "tolerances"]
+    kwargs = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(path, f"{name}.{key}", f"unknown key; known: {', '.join(known)}")
+        expected = type(getattr(template, key))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, expected):
+            raise ConfigError(path, f"{name}.{key}", f"expected {expected.__name__}, got {type(value).__name__} {value!r}")
+        if expected in (int, float) and value < 0:
+            raise ConfigError(path, f"{name}.{key}", f"must not be negative, got {value!r}")
+        kwargs[key] = value
+    return replace(template, **kwargs)
+
+
+def load_config(path: Path) -> ProjectConfig:
+    """Read workbench.toml at `path`; a missing file gives the defaults."""
+    if not path.exists():
+        return ProjectConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, "", f"not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, "", f"cannot be read: {exc}") from None
+    return ProjectConfig.from_dict(data, path)

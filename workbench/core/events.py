@@ -1,0 +1,228 @@
+"""The events a run emits, as dataclasses that travel as JSON lines.
+
+A worker process writes one JSON object per line; the parent turns each back
+into the same dataclass with `event_from_json`. Every renderer (the CLI table,
+the TUI, the run history, plugin hooks) consumes these and nothing else, so
+anything a user can see about a run is in here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+_REGISTRY: dict[str, type["Event"]] = {}
+
+
+@dataclass
+class Event:
+    type: ClassVar[str] = "event"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTRY[cls.type] = cls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **dataclasses.asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False, default=str)
+
+
+@dataclass
+class WorkerReady(Event):
+    """The worker has imported torch and triton and brought up the device."""
+
+    type: ClassVar[str] = "worker_ready"
+    pid: int
+    mode: str  # "gpu" or "interpreter"
+    device_name: str
+    torch_version: str
+    triton_version: str
+    python_version: str
+    warmup_s: float
+    reason: str = ""  # why the interpreter is used, when it is
+
+
+@dataclass
+class RunStarted(Event):
+    type: ClassVar[str] = "run_started"
+    kernel_path: str
+    source_hash: str
+    mode: str
+    device_name: str
+    n_cases: int
+    autotuned: list[str] = field(default_factory=list)  # names of autotuned kernels
+    planned: list[int] = field(default_factory=list)  # case indices verification will run, in order
+
+
+@dataclass
+class StageChanged(Event):
+    """Progress: what the worker is doing now ("verifying", case 3/12)."""
+
+    type: ClassVar[str] = "stage"
+    stage: str  # importing | verifying | benchmarking | profiling | done
+    detail: str = ""
+    current: int = 0
+    total: int = 0
+    case_index: int | None = None
+
+
+@dataclass
+class Worst:
+    index: list[int]
+    kernel: float | None
+    reference: float | None
+
+
+@dataclass
+class CaseResult(Event):
+    """The verdict for one case under one autotune config (or the tuner's own pick)."""
+
+    type: ClassVar[str] = "case_result"
+    case_index: int
+    label: str  # e.g. "M=127 N=4097 float16"
+    status: str  # passed | failed | error | skipped
+    config: str = ""  # "" = the autotuner's own pick; else "kernel: BLOCK_SIZE=1024, num_warps=4"
+    dtype: str = ""
+    numel: int = 0
+    bad_count: int = 0
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rel_norm_err: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    worst: Worst | None = None
+    pattern: str = ""  # "all in the last 31 columns: a boundary mask?"
+    messages: list[str] = field(default_factory=list)  # each failed check, one line each
+    notes: list[str] = field(default_factory=list)  # non-failing observations (nondeterminism)
+    error_map: list[list[float]] | None = None  # coarse grid of bad-element fractions (0..1)
+    output: str = ""  # which output (for kernels returning several), "" if one
+    duration_s: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CaseResult":
+        worst = data.get("worst")
+        return cls(**{**data, "worst": Worst(**worst) if worst else None})
+
+
+@dataclass
+class Problem(Event):
+    """Something that stopped the project from being used, or a case from running.
+
+    kind: syntax | import | contract | inputs | reference | compile | runtime |
+          crash | timeout | environment | internal
+    """
+
+    type: ClassVar[str] = "problem"
+    kind: str
+    message: str
+    file: str = ""
+    line: int = 0
+    traceback: str = ""
+    case_index: int | None = None
+
+    @property
+    def location(self) -> str:
+        if not self.file:
+            return ""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class LogLine(Event):
+    """Text the kernel or the worker printed (stdout/stderr of the worker)."""
+
+    type: ClassVar[str] = "log"
+    text: str
+    stream: str = "stderr"
+
+
+@dataclass
+class RunFinished(Event):
+    type: ClassVar[str] = "run_finished"
+    verdict: str  # passed | failed | error | cancelled
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    duration_s: float = 0.0
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    data = dict(data)
+    kind = data.pop("type")
+    cls = _REGISTRY.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    from_dict = getattr(cls, "from_dict", None)
+    if from_dict is not None:
+        return from_dict(data)
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def event_from_json(line: str) -> Event:
+    return event_from_dict(json.loads(line))
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """JSON has no NaN/inf: keep them out of events."""
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return None
+    return float(value)
+
+
+# Problems that mean "the project could not be used" (exit code 2), as opposed
+# to a kernel that ran and was wrong (1) or a machine that cannot run it (3).
+UNUSABLE_KINDS = frozenset({"syntax", "import", "contract", "inputs", "reference", "compile", "config"})
+ENVIRONMENT_KINDS = frozenset({"environment"})
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
+
+
+@dataclass
+class Tally:
+    """Counts a run's events into a verdict and an exit code."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, CaseResult):
+            if event.status == "passed":
+                self.passed += 1
+            elif event.status == "failed":
+                self.failed += 1
+            elif event.status == "error":
+                self.errors += 1
+            else:
+                self.skipped += 1
+        elif isinstance(event, Problem):
+            self.problems.append(event)
+
+    @property
+    def exit_code(self) -> int:
+        kinds = {p.kind for p in self.problems}
+        if kinds & ENVIRONMENT_KINDS:
+            return EXIT_ENVIRONMENT
+        if kinds & UNUSABLE_KINDS:
+            return EXIT_UNUSABLE
+        if self.failed or self.errors or self.problems:
+            return EXIT_FAILED
+        if not self.passed:  # nothing ran: no case proved anything
+            return EXIT_FAILED if self.skipped else EXIT_UNUSABLE
+        return EXIT_OK
+
+    @property
+    def verdict(self) -> str:
+        return {EXIT_OK: "passed", EXIT_FAILED: "failed"}.get(self.exit_code, "error")
+
+    def finished(self, duration_s: float) -> RunFinished:
+        return RunFinished(verdict=self.verdict, passed=self.passed, failed=self.failed, errors=self.errors,
+                           skipped=self.skipped, duration_s=round(duration_s, 3))

@@ -1,0 +1,101 @@
+"""A project: a folder holding kernel.py, an optional workbench.toml, and .workbench/.
+
+`.workbench/` is the project's own state: its Triton cache (cleared before each
+run), the run history, the last verdict. It is git-ignored by the scaffold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ProjectConfig, load_config
+
+KERNEL_FILE = "kernel.py"
+CONFIG_FILE = "workbench.toml"
+STATE_DIR = ".workbench"
+
+
+class ProjectError(Exception):
+    """The path names no usable project."""
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    kernel_path: Path
+
+    @classmethod
+    def open(cls, path: str | Path) -> "Project":
+        """A project from a folder holding kernel.py, or from a kernel file itself."""
+        path = Path(path).expanduser()
+        if not path.exists():
+            raise ProjectError(f"{path}: no such file or folder")
+        path = path.resolve()
+        if path.is_dir():
+            kernel = path / KERNEL_FILE
+            if not kernel.is_file():
+                raise ProjectError(f"{path}: not a project (no {KERNEL_FILE} in it)")
+            return cls(root=path, kernel_path=kernel)
+        if path.suffix != ".py":
+            raise ProjectError(f"{path}: expected a project folder or a .py kernel file")
+        return cls(root=path.parent, kernel_path=path)
+
+    @property
+    def name(self) -> str:
+        if self.kernel_path.name == KERNEL_FILE:
+            return self.root.name
+        return self.kernel_path.stem
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    @property
+    def state_dir(self) -> Path:
+        # A loose kernel file shares its folder with others: give each its own state.
+        if self.kernel_path.name == KERNEL_FILE:
+            return self.root / STATE_DIR
+        return self.root / STATE_DIR / self.kernel_path.stem
+
+    @property
+    def triton_cache_dir(self) -> Path:
+        return self.state_dir / "triton-cache"
+
+    def load_config(self) -> ProjectConfig:
+        return load_config(self.config_path)
+
+    def source(self) -> str:
+        return self.kernel_path.read_text(encoding="utf-8")
+
+    def source_hash(self) -> str:
+        return source_hash(self.kernel_path.read_bytes())
+
+    def clear_triton_cache(self) -> None:
+        """Remove this project's own Triton cache; never ~/.triton."""
+        shutil.rmtree(self.triton_cache_dir, ignore_errors=True)
+        self.triton_cache_dir.mkdir(parents=True, exist_ok=True)
+
+    def ensure_state_dir(self) -> Path:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        ignore = self.root / STATE_DIR / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n", encoding="utf-8")
+        return self.state_dir
+
+
+def source_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def find_projects(root: Path) -> list[Project]:
+    """Projects directly under `root` (each a folder holding kernel.py), sorted by name."""
+    if not root.is_dir():
+        return []
+    found = []
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and (child / KERNEL_FILE).is_file():
+            found.append(Project(root=child.resolve(), kernel_path=(child / KERNEL_FILE).resolve()))
+    return found

@@ -1,0 +1,124 @@
+"""One run of one project, from the parent's side: config, cache, job, events, outcome.
+
+Both the CLI and the TUI start runs through `run_project`; it never imports the
+kernel (the Runner's worker does).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import ConfigError, ProjectConfig
+from .events import CaseResult, Event, Problem, RunFinished, RunStarted, Tally, WorkerReady
+from .history import RunRecord, append_record
+from .project import Project, source_hash
+from .runner import Runner
+from .worker import Job
+
+OnEvent = Callable[[Event], None]
+
+
+@dataclass
+class RunOutcome:
+    project: Project
+    source_hash: str
+    stages: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+    finished: RunFinished | None = None
+    record: RunRecord | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return self.tally.exit_code
+
+    @property
+    def ready(self) -> WorkerReady | None:
+        return next((e for e in self.events if isinstance(e, WorkerReady)), None)
+
+    @property
+    def started(self) -> RunStarted | None:
+        return next((e for e in self.events if isinstance(e, RunStarted)), None)
+
+    def of_type(self, cls: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, cls)]
+
+    def to_record(self) -> dict[str, Any]:
+        """The run as a JSON-ready dict: the history record and `--json` output."""
+        ready = self.ready
+        return {
+            "project": self.project.name,
+            "kernel": str(self.project.kernel_path),
+            "stages": self.stages,
+            "source_hash": self.source_hash,
+            "mode": ready.mode if ready else None,
+            "device": ready.device_name if ready else None,
+            "torch": ready.torch_version if ready else None,
+            "triton": ready.triton_version if ready else None,
+            "verdict": self.finished.verdict if self.finished else self.tally.verdict,
+            "exit_code": self.tally.exit_code,
+            "counts": {"passed": self.tally.passed, "failed": self.tally.failed,
+                       "errors": self.tally.errors, "skipped": self.tally.skipped},
+            "cases": [_plain(r) for r in self.of_type(CaseResult)],
+            "problems": [_plain(p) for p in self.of_type(Problem)],
+            "duration_s": self.finished.duration_s if self.finished else None,
+        }
+
+
+def _plain(event: Event) -> dict[str, Any]:
+    data = event.to_dict()
+    data.pop("type", None)
+    return data
+
+
+def build_job(project: Project, config: ProjectConfig, stages: list[str], case_indices: list[int] | None = None,
+              pins: dict[str, int] | None = None, options: dict | None = None) -> Job:
+    return Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(),
+               case_indices=case_indices, cache_dir=str(project.triton_cache_dir), pins=pins or {},
+               options=options or {})
+
+
+def run_project(project: Project, runner: Runner, stages: list[str], on_event: OnEvent | None = None,
+                case_indices: list[int] | None = None, pins: dict[str, int] | None = None,
+                options: dict | None = None) -> RunOutcome:
+    """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run."""
+    started = time.monotonic()
+    try:
+        raw = project.kernel_path.read_bytes()
+    except OSError as exc:
+        raw = b""
+        problem: Problem | None = Problem(kind="import", message=f"cannot read {project.kernel_path}: {exc}",
+                                          file=str(project.kernel_path))
+    else:
+        problem = None
+    source = raw.decode("utf-8", errors="replace")
+    outcome = RunOutcome(project=project, source_hash=source_hash(raw), stages=list(stages))
+
+    def collect(event: Event) -> None:
+        outcome.events.append(event)
+        outcome.tally.add(event)
+        if isinstance(event, RunFinished):
+            outcome.finished = event
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        config = project.load_config()
+    except ConfigError as exc:
+        problem = Problem(kind="config", message=str(exc), file=exc.path)
+    if problem is not None:
+        collect(problem)
+        collect(outcome.tally.finished(time.monotonic() - started))
+        return outcome
+    project.ensure_state_dir()
+    project.clear_triton_cache()
+    job = build_job(project, config, stages, case_indices, pins, options)
+    verify = config.verify
+    runner.run(job, collect, timeout_s=verify.timeout_s, interpret_timeout_s=verify.interpret_timeout_s)
+    if outcome.finished is not None and outcome.finished.verdict != "cancelled":
+        started_event = outcome.started
+        if started_event is None or started_event.source_hash == outcome.source_hash:
+            outcome.record = append_record(project, outcome.to_record(), source)
+    return outcome

@@ -1,0 +1,184 @@
+"""Worker process: warm up, wait for one job, run it, stream events as JSON lines, exit.
+
+    python -m workbench.core.worker
+
+Start-up imports torch and triton and brings up the CUDA context (or chooses
+the Triton interpreter when there is no GPU), then writes a `worker_ready`
+event and blocks on stdin for one job line. That is what lets the parent keep a
+worker warm ahead of a save. Events go to the original stdout; anything the
+kernel prints goes to stderr, so user prints cannot corrupt the event stream.
+
+Exit status: 0 after a job, EXIT_POISONED when a CUDA error poisoned the
+context (the parent resumes the remaining cases in a fresh worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+EXIT_POISONED = 75
+
+# Stages a job can ask for, by name -> "module:function". Functions take
+# (context: JobContext) and emit events through context.emit. A job may also
+# name a plugin's stage directly as "module:function".
+STAGES: dict[str, str] = {
+    "verify": "workbench.core.verify:verify_stage",
+    "bench": "workbench.core.bench:bench_stage",
+}
+
+
+@dataclass
+class Job:
+    kernel_path: str
+    stages: list[str] = field(default_factory=lambda: ["verify"])
+    config: dict[str, Any] = field(default_factory=dict)  # ProjectConfig.to_dict()
+    case_indices: list[int] | None = None  # None: every case the stages use
+    cache_dir: str = ""
+    pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
+    options: dict[str, Any] = field(default_factory=dict)  # stage-specific switches
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Job":
+        return cls(**json.loads(text))
+
+
+@dataclass
+class JobContext:
+    job: Job
+    km: Any  # contract.KernelModule
+    config: Any  # config.ProjectConfig
+    interpret: bool
+    emit: Callable[[Any], None]
+
+
+class EventStream:
+    def __init__(self, fd: int):
+        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+    def __call__(self, event: Any) -> None:
+        self._file.write(event.to_json() + "\n")
+        self._file.flush()
+
+
+def _warm_up() -> tuple[Any, str, str, str]:
+    """Import torch and triton; choose GPU or interpreter. Returns (torch, mode, device name, reason)."""
+    reason = ""
+    forced = os.environ.get("WORKBENCH_INTERPRET") == "1"
+    if forced:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+
+    if forced:
+        reason = "--interpret was asked for"
+    elif not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+        reason = "no CUDA GPU visible to torch"
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        mode, device_name = "interpreter", "CPU (Triton interpreter)"
+    else:
+        mode = "gpu"
+        torch.zeros(1, device="cuda")  # bring the context up now, not on the first save
+        device_name = torch.cuda.get_device_name()
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+
+    return torch, mode, device_name, reason
+
+
+def main() -> int:
+    started = time.perf_counter()
+    events_fd = os.dup(1)
+    os.dup2(2, 1)  # the kernel's prints, Python's or C's, go to stderr
+    sys.stdout = sys.stderr
+    emit = EventStream(events_fd)
+
+    from .events import Problem, WorkerReady
+
+    try:
+        torch, mode, device_name, reason = _warm_up()
+    except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
+        emit(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
+        return 3
+    import platform
+
+    import triton
+
+    ready = WorkerReady(pid=os.getpid(), mode=mode, device_name=device_name, torch_version=torch.__version__,
+                        triton_version=triton.__version__, python_version=platform.python_version(),
+                        warmup_s=round(time.perf_counter() - started, 3), reason=reason)
+    emit(ready)
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # the parent let this warm worker go unused
+    return run_job(Job.from_json(line), emit, ready)
+
+
+def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
+    import importlib
+
+    from .config import ConfigError, ProjectConfig
+    from .contract import ContractError, load_kernel
+    from .events import Problem, RunStarted, StageChanged
+    from .project import source_hash
+    from .verify import ContextPoisoned, RunAborted
+
+    interpret = ready.mode == "interpreter"
+    if job.cache_dir:
+        os.environ["TRITON_CACHE_DIR"] = job.cache_dir
+    path = Path(job.kernel_path)
+    emit(StageChanged(stage="importing", detail=path.name))
+    try:
+        config = ProjectConfig.from_dict(job.config)
+        km = load_kernel(path)
+    except ConfigError as exc:
+        emit(Problem(kind="config", message=str(exc), file=exc.path))
+        return 0
+    except ContractError as exc:
+        emit(exc.problem)
+        return 0
+    from .contract import find_autotuners
+    from .verify import select_cases
+
+    planned = [c.index for c in select_cases(km.cases, job.case_indices, "verify")] if "verify" in job.stages else []
+    emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
+                    mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
+                    autotuned=sorted(find_autotuners(km.module))))
+    context = JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit)
+    device_mode = _device_mode(interpret)
+    try:
+        with device_mode:
+            for stage in job.stages:
+                target = STAGES.get(stage, stage if ":" in stage else None)
+                if target is None:
+                    emit(Problem(kind="internal", message=f"unknown stage {stage!r}"))
+                    return 0
+                module_name, func_name = target.split(":")
+                getattr(importlib.import_module(module_name), func_name)(context)
+    except RunAborted:
+        return 0
+    except ContextPoisoned:
+        return EXIT_POISONED
+    return 0
+
+
+def _device_mode(interpret: bool) -> Any:
+    import contextlib
+
+    if not interpret:
+        return contextlib.nullcontext()
+    from .torchmodes import CudaToCpu
+
+    return CudaToCpu()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
