@@ -39,6 +39,27 @@ def workbench_register_scaffolds(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
+def workbench_register_profilers(register: Callable[[Any], None]) -> None:
+    """Add profilers for ``workbench profile`` and the TUI's profile key.
+
+    Called once, when the profiler list is built. Call ``register(profiler)`` with
+    a :class:`workbench.profiling.Profiler`. The first profiler registered is the
+    default. All implementations are called.
+    """
+
+
+@hookspec
+def workbench_register_panels(register: Callable[[Any], None]) -> None:
+    """Add panels to the TUI.
+
+    Called once, when the app is built. Call ``register(panel)`` with a
+    :class:`workbench.tui.panels.PanelSpec` (an id, a title, and a factory that
+    returns a Textual widget); the app shows each as a tab and hands it every run
+    event. All implementations are called.
+    """
+
+
+@hookspec
 def workbench_observe_event(event: Any, project: Any) -> None:
     """See every event of a run as it arrives.
 

@@ -151,6 +151,92 @@ class RunFinished(Event):
     duration_s: float = 0.0
 
 
+@dataclass
+class Timing:
+    """One measured series. Times in milliseconds; spread as the inter-quartile range."""
+
+    median_ms: float
+    q25_ms: float
+    q75_ms: float
+    min_ms: float
+    samples: int
+    method: str  # e.g. "cuda events, L2 flushed" or "cuda graph replay, L2 flushed"
+
+
+@dataclass
+class DeviceFacts(Event):
+    """The GPU a benchmark ran on, its state and its measured ceilings (sent before timings)."""
+
+    type: ClassVar[str] = "device_facts"
+    name: str
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    driver: str = ""
+    torch_version: str = ""
+    triton_version: str = ""
+    copy_gbps: float | None = None  # measured device-to-device copy, bytes read + written
+    matmul_tflops: float | None = None  # measured large bf16 matmul
+    ceilings_measured_at: str = ""
+    l2_bytes: int | None = None
+
+
+@dataclass
+class BenchResult(Event):
+    """One benchmark case: the kernel against the reference and torch.compile(reference)."""
+
+    type: ClassVar[str] = "bench_result"
+    case_index: int
+    label: str
+    dtype: str = ""
+    kernel: Timing | None = None
+    reference: Timing | None = None
+    compiled: Timing | None = None
+    compiled_note: str = ""  # why torch.compile has no time, when it has none
+    bytes_moved: int | None = None
+    bytes_source: str = ""  # "bytes_moved()" or "lower bound: inputs read once + outputs written once"
+    flops: int | None = None
+    flops_source: str = ""
+    gbps: float | None = None
+    tflops: float | None = None
+    bandwidth_fraction: float | None = None  # of the measured copy ceiling
+    compute_fraction: float | None = None  # of the measured matmul ceiling
+    speedup_vs_reference: float | None = None
+    speedup_vs_compiled: float | None = None
+    recheck: str = ""  # "passed" or what failed when the output was re-checked after timing
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BenchResult":
+        timings = {k: Timing(**data[k]) if data.get(k) else None for k in ("kernel", "reference", "compiled")}
+        return cls(**{**data, **timings})
+
+
+@dataclass
+class ConfigTiming:
+    config: str
+    ms: float | None  # None when it did not run
+    status: str = "ok"  # ok | failed to compile | out of resources | pruned
+
+
+@dataclass
+class AutotuneReport(Event):
+    """What one autotuned kernel tried, timed and picked for one tuning key."""
+
+    type: ClassVar[str] = "autotune"
+    kernel: str
+    key: str
+    picked: str
+    timings: list[ConfigTiming] = field(default_factory=list)
+    case_index: int | None = None
+    tuning_s: float | None = None
+    source: str = ""  # "listener" (triton's autotuning listener) or "autotuner object"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "AutotuneReport":
+        return cls(**{**data, "timings": [ConfigTiming(**t) for t in data.get("timings", [])]})
+
+
 def event_from_dict(data: dict[str, Any]) -> Event:
     data = dict(data)
     kind = data.pop("type")
