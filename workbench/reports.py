@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 from .core.events import CaseResult, LogLine, Problem
@@ -83,6 +84,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         if p.kind in ("crash", "timeout") and p.case_index is not None:
             continue  # told in the case's own failure details
         lines += ["", f"  ERROR ({p.kind}) {relpath(p.location) + ': ' if p.location else ''}{p.message}"]
+        lines += source_excerpt(p.file, p.line)
         if verbose and p.traceback:
             lines += ["    " + ln for ln in p.traceback.rstrip().splitlines()]
     if verbose or outcome.tally.exit_code not in (0, 1):
@@ -91,6 +93,21 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines += ["", "  worker output (last lines):"] + ["    " + t for t in logs[-12:]]
     lines += ["", f"  {summary_line(outcome)}"]
     return "\n".join(lines)
+
+
+def source_excerpt(file: str, line: int, around: int = 1) -> list[str]:
+    """The offending kernel.py line with one line either side, numbered, the line itself marked."""
+    if not file or not line:
+        return []
+    try:
+        text = Path(file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    out = []
+    for n in range(max(1, line - around), min(len(text), line + around) + 1):
+        mark = ">" if n == line else " "
+        out.append(f"    {mark}{n:5d} | {text[n - 1]}")
+    return out
 
 
 def _short_config(config: str) -> str:

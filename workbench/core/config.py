@@ -11,6 +11,12 @@ overrides what it names:
     interpret_timeout_s = 300
     interpret_max_elements = 4194304   # larger cases are skipped in the interpreter
 
+    [bench]
+    warmup_ms = 200              # GPU time spent calling before each timed series
+    rep_ms = 1000                # GPU time per timed series (min_samples .. max_samples samples)
+    cuda_graph_below_us = 20     # shorter calls are timed by CUDA-graph replay
+    compare_torch_compile = true # also time torch.compile(reference_fn)
+
     [tolerance.bfloat16]         # any of float32, tf32, float16, bfloat16
     rtol = 2e-2
     atol = 2e-2
@@ -75,11 +81,13 @@ class VerifyConfig:
 
 @dataclass(frozen=True)
 class BenchConfig:
-    warmup_ms: float = 200.0
-    rep_ms: float = 1000.0
+    warmup_ms: float = 200.0  # GPU time spent calling before each timed series: boost clocks settle
+    rep_ms: float = 1000.0  # GPU time per timed series; the sample count follows from the call's length
     min_samples: int = 30
-    cuda_graph_below_us: float = 20.0
+    max_samples: int = 5000
+    cuda_graph_below_us: float = 20.0  # shorter calls are timed by CUDA-graph replay, not per-call events
     compare_torch_compile: bool = True
+    timeout_s: float = 600.0  # longest quiet spell in a bench run (a cold torch.compile can take minutes)
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,11 @@ class ProjectConfig:
             tolerances[dtype_name] = _section(Tolerance, values, f"tolerance.{dtype_name}", path, base=base)
         verify = replace(verify, tolerances=tolerances)
         bench = _section(BenchConfig, data.pop("bench", {}), "bench", path)
+        if bench.min_samples < 1:
+            raise ConfigError(path, "bench.min_samples", f"must be at least 1, got {bench.min_samples}")
+        if bench.max_samples < bench.min_samples:
+            raise ConfigError(path, "bench.max_samples", f"must be at least min_samples ({bench.min_samples}), "
+                                                         f"got {bench.max_samples}")
         return cls(verify=verify, bench=bench, extra=data)
 
 

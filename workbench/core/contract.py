@@ -67,20 +67,42 @@ def format_value(value: Any) -> str:
     return text[len("torch."):] if text.startswith("torch.") else text
 
 
-def kernel_frame(tb: Any, kernel_path: Path) -> tuple[int, str]:
-    """The innermost traceback frame in kernel.py: (line, function name), or (0, "")."""
-    found = (0, "")
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """exc and the exceptions it was raised from, outermost first.
+
+    The Triton interpreter re-raises a kernel body's error as InterpreterError
+    from the original, whose traceback holds the kernel.py line.
+    """
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def kernel_frame(exc: BaseException, kernel_path: Path) -> tuple[int, str]:
+    """The innermost kernel.py frame across the exception chain: (line, function name), or (0, "")."""
     target = str(kernel_path)
-    for frame in traceback.extract_tb(tb):
-        if frame.filename == target:
-            found = (frame.lineno or 0, frame.name)
-    return found
+    for link in reversed(exception_chain(exc)):
+        frames = [f for f in traceback.extract_tb(link.__traceback__) if f.filename == target]
+        if frames:
+            return frames[-1].lineno or 0, frames[-1].name
+    return 0, ""
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The interpreter's wrapped error unwrapped; other exceptions as they are."""
+    chain = exception_chain(exc)
+    if type(exc).__name__ == "InterpreterError" and len(chain) > 1:
+        return chain[-1]
+    return exc
 
 
 def problem_from_exception(kind: str, exc: BaseException, kernel_path: Path, what: str,
                            case_index: int | None = None) -> Problem:
     """A Problem naming the kernel.py line the exception came from."""
-    line, func = kernel_frame(exc.__traceback__, kernel_path)
+    line, func = kernel_frame(exc, kernel_path)
+    exc = root_cause(exc)
     file = str(kernel_path)
     if isinstance(exc, SyntaxError) and exc.filename == str(kernel_path):
         line = exc.lineno or 0

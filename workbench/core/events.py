@@ -179,6 +179,7 @@ class DeviceFacts(Event):
     matmul_tflops: float | None = None  # measured large bf16 matmul
     ceilings_measured_at: str = ""
     l2_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. where the ceilings came from
 
 
 @dataclass
@@ -205,6 +206,8 @@ class BenchResult(Event):
     speedup_vs_compiled: float | None = None
     recheck: str = ""  # "passed" or what failed when the output was re-checked after timing
     notes: list[str] = field(default_factory=list)
+    sm_clock_mhz: int | None = None  # read right after the kernel's timed series (boost clocks, or not)
+    temperature_c: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":

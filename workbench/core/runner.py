@@ -57,8 +57,9 @@ class WorkerProcess:
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.ready: WorkerReady | None = None
         self._startup_problem: Problem | None = None
+        self._log_thread = threading.Thread(target=self._read_log, daemon=True)
         threading.Thread(target=self._read_events, daemon=True).start()
-        threading.Thread(target=self._read_log, daemon=True).start()
+        self._log_thread.start()
 
     def _read_events(self) -> None:
         assert self.proc.stdout is not None
@@ -78,6 +79,18 @@ class WorkerProcess:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.queue.put(("event", LogLine(text=line.rstrip("\n"))))
+
+    def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
+        """After the process ended: the stderr lines not yet taken from the queue."""
+        self._log_thread.join(timeout)
+        lines = []
+        while True:
+            try:
+                _, payload = self.queue.get_nowait()
+            except queue.Empty:
+                return lines
+            if isinstance(payload, LogLine):
+                lines.append(payload)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
         if self.ready is not None:
@@ -253,6 +266,7 @@ class Runner:
         current_label = ""
         stage = ""
         crash_reported: Problem | None = None
+        last_words: list[str] = []  # the worker's last stderr lines: why it died, often
         deadline = time.monotonic() + limit if limit else None
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -268,12 +282,18 @@ class Runner:
                 return self._resume_after(job, planned, done, (current, current_label), stage, relay, message)
             if kind == "eof":
                 worker.proc.wait()
+                for line in worker.drain_log():
+                    relay(line)
+                    if line.text.strip():
+                        last_words = [*last_words[-4:], line.text.strip()]
                 code = worker.proc.returncode
                 if self._cancelled.is_set() or code == 0:
                     return None
                 message = f"the worker {describe_exit(code)}"
                 if crash_reported is not None:
                     message += f": {crash_reported.message}"
+                elif last_words:
+                    message += f" (its last output: {last_words[-1][:200]})"
                 else:
                     relay(Problem(kind="crash", message=message, case_index=current, file=job.kernel_path))
                 return self._resume_after(job, planned, done, (current, current_label), stage, relay, message)
@@ -288,6 +308,8 @@ class Runner:
                 done.add(event.case_index)
             elif isinstance(event, Problem) and event.kind == "crash":
                 crash_reported = event
+            elif isinstance(event, LogLine) and event.text.strip():
+                last_words = [*last_words[-4:], event.text.strip()]
             relay(event)
 
     @staticmethod

@@ -32,6 +32,22 @@ else:  # pragma: no cover
 FAMILIES = ("elementwise", "row", "gemm", "attention")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 PROJECT_GITIGNORE = ".workbench/\n__pycache__/\n"
+DEFAULT_PROJECT_TOML = """\
+# Kernel Workbench project settings. Every key is optional; the defaults are shown.
+
+[verify]
+# fp32_precision = "ieee"        # "tf32" when tl.dot on fp32 inputs uses TF32 (widens fp32 tolerances)
+# deterministic = false          # true: two runs that differ bit for bit fail
+# inplace = false                # true: the kernel may modify its inputs
+# timeout_s = 60                 # per case on a GPU
+# interpret_timeout_s = 300      # per case under the Triton interpreter
+# interpret_max_elements = 4194304
+
+# [tolerance.bfloat16]           # any of float32, tf32, float16, bfloat16
+# rtol = 1e-2
+# atol = 1e-2
+# rel_norm = 1e-2                # bound on ||out - ref|| / ||ref||
+"""
 
 
 class ScaffoldError(Exception):
@@ -52,8 +68,7 @@ class Scaffold:
         """The project files this scaffold writes, by name (kernel.py, workbench.toml, .gitignore)."""
         out = {"kernel.py": (self.directory / "kernel.py").read_text(encoding="utf-8")}
         toml = self.directory / "workbench.toml"
-        if toml.is_file():
-            out["workbench.toml"] = toml.read_text(encoding="utf-8")
+        out["workbench.toml"] = toml.read_text(encoding="utf-8") if toml.is_file() else DEFAULT_PROJECT_TOML
         out[".gitignore"] = PROJECT_GITIGNORE
         return out
 

@@ -18,7 +18,7 @@ import torch
 from .compare import compare, tensors_equal_bitwise
 from .config import VerifyConfig
 from .contract import Case, KernelModule, describe_config, find_autotuners, is_compilation_error, \
-    problem_from_exception
+    kernel_frame, problem_from_exception
 from .events import CaseResult, Event, Problem, StageChanged
 from .torchmodes import PrefillEmpty
 
@@ -138,14 +138,8 @@ class Verifier:
         if not self.interpret:
             return False
         # The interpreter reports a bad kernel body at run time, from inside the @jit function.
-        import traceback
-
-        for frame in traceback.extract_tb(exc.__traceback__):
-            if frame.filename == str(self.km.path):
-                for first, last, _ in self.km.jit_line_ranges:
-                    if first <= (frame.lineno or 0) <= last:
-                        return True
-        return False
+        line, _ = kernel_frame(exc, self.km.path)
+        return any(first <= line <= last for first, last, _ in self.km.jit_line_ranges)
 
     def _inputs(self, case: Case) -> list[Any]:
         try:

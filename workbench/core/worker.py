@@ -30,6 +30,8 @@ EXIT_POISONED = 75
 STAGES: dict[str, str] = {
     "verify": "workbench.core.verify:verify_stage",
     "bench": "workbench.core.bench:bench_stage",
+    "require_gpu": "workbench.core.bench:require_gpu_stage",  # first stage of `bench`: refuse the interpreter
+    "measure_ceilings": "workbench.core.device:measure_ceilings_stage",  # `doctor --measure`; needs no kernel
 }
 
 
@@ -58,6 +60,7 @@ class JobContext:
     config: Any  # config.ProjectConfig
     interpret: bool
     emit: Callable[[Any], None]
+    tally: Any = None  # events.Tally of what this job emitted so far: a later stage sees whether verify passed
 
 
 class EventStream:
@@ -123,17 +126,28 @@ def main() -> int:
 
 
 def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
-    import importlib
-
     from .config import ConfigError, ProjectConfig
     from .contract import ContractError, load_kernel
-    from .events import Problem, RunStarted, StageChanged
+    from .events import Problem, RunStarted, StageChanged, Tally
     from .project import source_hash
-    from .verify import ContextPoisoned, RunAborted
 
     interpret = ready.mode == "interpreter"
     if job.cache_dir:
         os.environ["TRITON_CACHE_DIR"] = job.cache_dir
+    tally = Tally()
+
+    def emit_counted(event: Any) -> None:
+        tally.add(event)
+        emit(event)
+
+    if not job.kernel_path:  # a device-only job (`doctor --measure`): no kernel.py to import
+        try:
+            config = ProjectConfig.from_dict(job.config)
+        except ConfigError as exc:
+            emit(Problem(kind="config", message=str(exc), file=exc.path))
+            return 0
+        return _run_stages(JobContext(job=job, km=None, config=config, interpret=interpret, emit=emit_counted,
+                                      tally=tally))
     path = Path(job.kernel_path)
     emit(StageChanged(stage="importing", detail=path.name))
     try:
@@ -152,14 +166,22 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module))))
-    context = JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit)
-    device_mode = _device_mode(interpret)
+    return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
+                                  tally=tally))
+
+
+def _run_stages(context: JobContext) -> int:
+    import importlib
+
+    from .events import Problem
+    from .verify import ContextPoisoned, RunAborted
+
     try:
-        with device_mode:
-            for stage in job.stages:
+        with _device_mode(context.interpret):
+            for stage in context.job.stages:
                 target = STAGES.get(stage, stage if ":" in stage else None)
                 if target is None:
-                    emit(Problem(kind="internal", message=f"unknown stage {stage!r}"))
+                    context.emit(Problem(kind="internal", message=f"unknown stage {stage!r}"))
                     return 0
                 module_name, func_name = target.split(":")
                 getattr(importlib.import_module(module_name), func_name)(context)

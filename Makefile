@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   set up, scaffold projects/rmsnorm if needed, open the workbench on it
+#               (or verify it headless when there is no terminal or no GPU)
+#   make test   set up and run the test suite (GPU tests skip without CUDA)
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch is installed only when the interpreter has none (GPU machines bring their own build).
+TORCH  ?= torch==2.13.0
+DEMO   ?= projects/rmsnorm
+
+.PHONY: setup demo test clean
+
+$(BIN)/workbench: pyproject.toml plugins/ncu/pyproject.toml plugins/sanitizer/pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install -q triton numpy
+	$(BIN)/python -m pip install -q -e ".[test]" -e plugins/ncu -e plugins/sanitizer
+	touch $(BIN)/workbench
+
+setup: $(BIN)/workbench
+
+demo: setup
+	@test -f $(DEMO)/kernel.py || $(BIN)/workbench new $(notdir $(DEMO)) --dir $(dir $(DEMO))
+	@if [ -t 0 ] && [ -t 1 ] && $(BIN)/python -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then \
+		$(BIN)/workbench watch $(DEMO); \
+	else \
+		echo "no terminal or no GPU: verifying $(DEMO) headless"; \
+		$(BIN)/workbench verify $(DEMO); \
+	fi
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

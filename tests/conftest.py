@@ -1,0 +1,57 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def make_project(tmp_path):
+    """Write a project folder holding kernel.py (and workbench.toml) and return its path."""
+
+    def make(source: str, name: str = "proj", toml: str | None = None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "kernel.py").write_text(source)
+        if toml is not None:
+            (folder / "workbench.toml").write_text(toml)
+        return folder
+
+    return make
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    """Run `workbench ...` in this process; returns (exit code, stdout, stderr)."""
+    from workbench.cli import main
+
+    monkeypatch.setenv("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+    def run(*args):
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -1,0 +1,99 @@
+"""Error statistics and pattern hints, on plain tensors."""
+
+import torch
+
+from workbench.core.compare import compare, describe_pattern, error_map, tensors_equal_bitwise
+from workbench.core.config import DEFAULT_TOLERANCES, ProjectConfig, ConfigError
+
+FP32 = DEFAULT_TOLERANCES["float32"]
+
+
+def test_identical_passes():
+    x = torch.randn(100, 50)
+    c = compare(x.clone(), x, FP32)
+    assert c.passed and c.bad_count == 0 and c.max_abs_err == 0
+
+
+def test_boundary_columns_pattern():
+    ref = torch.randn(64, 100)
+    out = ref.clone()
+    out[:, 97:] += 1
+    c = compare(out, ref, FP32)
+    assert not c.passed and c.bad_count == 64 * 3
+    assert "last 3 columns" in c.pattern
+    assert c.worst.index[1] >= 97
+
+
+def test_last_rows_and_one_row_patterns():
+    bad = torch.zeros(10, 8, dtype=torch.bool)
+    bad[7:] = True
+    assert "last 3 rows" in describe_pattern(bad)
+    bad = torch.zeros(10, 8, dtype=torch.bool)
+    bad[4, 2:5] = True
+    assert "row 4" in describe_pattern(bad)
+
+
+def test_flat_tail_is_the_last_block():
+    bad = torch.zeros(4097, dtype=torch.bool)
+    bad[4096:] = True
+    assert "last 1 elements, from index 4096" in describe_pattern(bad)
+    assert "last block" in describe_pattern(bad)
+
+
+def test_everywhere_pattern():
+    assert "everywhere" in describe_pattern(torch.ones(10, 10, dtype=torch.bool))
+
+
+def test_nan_positions_must_match():
+    ref = torch.tensor([1.0, float("nan"), 3.0])
+    assert compare(ref.clone(), ref, FP32).passed
+    out = torch.tensor([1.0, 2.0, float("nan")])
+    c = compare(out, ref, FP32)
+    assert c.nan_mismatch == 2 and not c.passed
+
+
+def test_unwritten_elements_are_counted():
+    ref = torch.randn(10)
+    out = ref.clone()
+    out[8:] = float("nan")
+    mask = torch.isnan(out)
+    c = compare(out, ref, FP32, unwritten_mask=mask)
+    assert c.unwritten == 2 and "2 of 10 elements never written" in c.messages[0]
+
+
+def test_relative_norm_catches_small_systematic_error():
+    ref = torch.rand(1000, dtype=torch.float64) * 1e-4
+    c = compare(ref * 1.01, ref, FP32)
+    assert not c.passed and any("relative error norm" in m for m in c.messages)
+
+
+def test_shape_mismatch():
+    c = compare(torch.zeros(3), torch.zeros(4), FP32)
+    assert not c.passed and "shape" in c.messages[0]
+
+
+def test_error_map_keeps_single_errors_visible():
+    bad = torch.zeros(1000, 1000, dtype=torch.bool)
+    bad[999, 999] = True
+    grid = error_map(bad)
+    assert grid[-1][-1] > 0 and sum(map(sum, grid)) > 0
+
+
+def test_bitwise_equality_treats_nan_as_equal():
+    a = torch.tensor([float("nan"), 1.0])
+    assert bool(tensors_equal_bitwise(a, a.clone()).all())
+
+
+def test_config_tolerance_overrides_and_errors():
+    cfg = ProjectConfig.from_dict({"tolerance": {"bfloat16": {"rtol": 0.05}}, "verify": {"fp32_precision": "tf32"}})
+    assert cfg.verify.tolerance_for("bfloat16").rtol == 0.05
+    assert cfg.verify.tolerance_for("bfloat16").atol == DEFAULT_TOLERANCES["bfloat16"].atol
+    assert cfg.verify.tolerance_for("float32") == DEFAULT_TOLERANCES["tf32"]
+    for bad in ({"verify": {"nope": 1}}, {"tolerance": {"int8": {}}}, {"verify": {"inplace": "yes"}},
+                {"verify": {"fp32_precision": "fast"}}, {"verify": {"timeout_s": -1}}):
+        try:
+            ProjectConfig.from_dict(bad, "w.toml")
+        except ConfigError as exc:
+            assert "w.toml" in str(exc)
+        else:
+            raise AssertionError(f"accepted {bad}")

@@ -1,0 +1,115 @@
+"""`workbench new`: templates, known names, name validation, never overwriting."""
+
+import json
+
+import pytest
+
+from workbench.core.scaffold import FAMILIES, Catalog, ScaffoldError, builtin_scaffolds, create_project, \
+    validate_name
+
+KNOWN = ["rmsnorm", "layernorm", "softmax", "gelu", "silu_mul", "swiglu", "add", "matmul", "gemm", "attention"]
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog(builtin_scaffolds())
+
+
+@pytest.mark.parametrize("name,family", [("rmsnorm", "row"), ("layernorm", "row"), ("softmax", "row"),
+                                         ("gelu", "elementwise"), ("silu_mul", "elementwise"),
+                                         ("swiglu", "elementwise"), ("add", "elementwise"),
+                                         ("matmul", "gemm"), ("gemm", "gemm"), ("attention", "attention")])
+def test_known_names_pick_their_family(catalog, name, family):
+    assert catalog.choose(name, None).family == family
+
+
+def test_every_family_has_a_template(catalog):
+    for family in FAMILIES:
+        assert catalog.template(family).family == family
+
+
+def test_unknown_name_without_template_is_refused_with_the_lists(catalog):
+    with pytest.raises(ScaffoldError) as err:
+        catalog.choose("frobnicate", None)
+    text = str(err.value)
+    assert "--template" in text and "elementwise" in text and "rmsnorm" in text
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "a\\b", "../x", "1abc", "with space", "class", "x" * 65,
+                                 "naïve"])
+def test_bad_names_are_refused(bad):
+    with pytest.raises(ScaffoldError):
+        validate_name(bad)
+
+
+def test_template_render_renames_identifiers(catalog, tmp_path):
+    target = create_project("fused_thing", tmp_path, catalog.choose("fused_thing", "row"))
+    text = (target / "kernel.py").read_text()
+    template = catalog.template("row")
+    assert template.rename not in text.replace("fused_thing", "")  # no identifier left with the old name
+    assert "fused_thing" in text
+    compile(text, "kernel.py", "exec")
+
+
+def test_existing_project_is_never_overwritten(cli, tmp_path):
+    code, out, err = cli("new", "rmsnorm", "--dir", tmp_path)
+    assert code == 0
+    kernel = tmp_path / "rmsnorm" / "kernel.py"
+    kernel.write_text("# my edits\n")
+    code, out, err = cli("new", "rmsnorm", "--dir", tmp_path)
+    assert code == 2 and "already exists" in err
+    assert kernel.read_text() == "# my edits\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rmsnorm"]  # no staging folder left behind
+
+
+def test_new_writes_kernel_and_settings(cli, tmp_path):
+    code, out, err = cli("new", "matmul", "--dir", tmp_path)
+    assert code == 0, err
+    names = sorted(p.name for p in (tmp_path / "matmul").iterdir())
+    assert names == [".gitignore", "kernel.py", "workbench.toml"]
+
+
+def test_new_refuses_bad_name_and_unknown_template_with_exit_2(cli, tmp_path):
+    assert cli("new", "../evil", "--dir", tmp_path)[0] == 2
+    assert cli("new", "thing", "--template", "nope", "--dir", tmp_path)[0] == 2
+    assert cli("new", "frobnicate", "--dir", tmp_path)[0] == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def _verify_project(cli, path):
+    code, out, err = cli("verify", path, "--json")
+    record = json.loads(out)["projects"][0]
+    return code, record
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "layernorm", "softmax", "gelu", "silu_mul", "add", "matmul",
+                                  "attention"])
+def test_known_op_scaffolds_verify_green(cli, tmp_path, name):
+    cli("new", name, "--dir", tmp_path)
+    code, record = _verify_project(cli, tmp_path / name)
+    bad = [c for c in record["cases"] if c["status"] != "passed"]
+    assert code == 0, (bad, record["problems"])
+    assert record["counts"]["passed"] >= 4
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_template_renamed_verifies_green(cli, tmp_path, family):
+    cli("new", f"my_{family}", "--template", family, "--dir", tmp_path)
+    code, record = _verify_project(cli, tmp_path / f"my_{family}")
+    assert code == 0, ([c for c in record["cases"] if c["status"] != "passed"], record["problems"])
+
+
+def test_scaffold_cases_cover_dtypes_and_odd_shapes(catalog):
+    import ast
+
+    for scaffold in catalog.scaffolds:
+        text = (scaffold.directory / "kernel.py").read_text()
+        tree = ast.parse(text)
+        names = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                 if isinstance(t, ast.Name)} | {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for required in ("kernel_fn", "reference_fn", "get_inputs", "CASES", "flops", "bytes_moved"):
+            assert required in names, (scaffold.name, required)
+        assert '"purpose": "bench"' in text or "purpose=\"bench\"" in text, scaffold.name
+        for dtype in ("float16", "bfloat16"):
+            assert dtype in text, (scaffold.name, dtype)
+        assert ast.get_docstring(tree), f"{scaffold.name}: kernel.py needs a header docstring"

@@ -1,0 +1,134 @@
+"""Each check of the verification battery catches a kernel written to break it.
+
+These run real worker processes under the Triton interpreter (no GPU needed);
+the same tests run on a GPU machine, where the worker uses the GPU.
+"""
+
+import json
+
+import pytest
+
+import kernels
+
+
+def verify_json(cli, project, *extra):
+    code, out, err = cli("verify", project, "--json", *extra)
+    record = json.loads(out)
+    assert record["exit_code"] == code
+    return code, record["projects"][0]
+
+
+def failing(record):
+    return [c for c in record["cases"] if c["status"] in ("failed", "error")]
+
+
+def test_good_kernel_passes_every_case_and_config(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.GOOD))
+    assert code == 0, rec
+    tuned = [c for c in rec["cases"] if not c["config"]]
+    forced = [c for c in rec["cases"] if c["config"]]
+    assert [c["case_index"] for c in tuned] == [0, 1, 2]  # the bench case is not a verify case
+    assert len(forced) == 3 * 2 and all(c["status"] == "passed" for c in forced)
+    assert {c["dtype"] for c in tuned} == {"float32", "float16"}
+    assert rec["mode"] in ("interpreter", "gpu")
+
+
+def test_grid_one_block_short_reports_unwritten_tail(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.GRID_SHORT))
+    assert code == 1
+    case = next(c for c in failing(rec) if c["label"] == "n=4097" and not c["config"])
+    assert any("never written" in m for m in case["messages"])
+    assert "last" in case["pattern"] and "elements" in case["pattern"]
+    assert case["worst"]["kernel"] is None  # the worst element was never written
+    assert case["error_map"]
+
+
+def test_mutated_input_fails(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT))
+    assert code == 1
+    assert any("input #0 changed" in m for c in failing(rec) for m in c["messages"])
+
+
+def test_mutated_input_allowed_when_declared_inplace(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT, toml="[verify]\ninplace = true\n"))
+    assert code == 0, failing(rec)
+
+
+def test_one_bad_autotune_config_is_named(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.BAD_CONFIG))
+    assert code == 1
+    forced_bad = [c for c in failing(rec) if c["config"]]
+    assert len(forced_bad) == 3 and all("BLOCK=128" in c["config"] for c in forced_bad)
+    assert all(c["status"] == "passed" for c in rec["cases"] if "BLOCK=64" in c["config"])
+
+
+def test_nan_where_reference_is_finite(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.MAKES_NAN))
+    assert code == 1
+    assert any("NaN/Inf" in m for c in failing(rec) for m in c["messages"])
+
+
+def test_systematic_error_under_atol_caught_by_error_norm(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.SMALL_BIAS))
+    assert code == 1
+    messages = [m for c in failing(rec) for m in c["messages"]]
+    assert any("relative error norm" in m for m in messages), messages
+
+
+def test_nondeterminism_is_a_note_unless_asked_for(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.NONDETERMINISTIC))
+    assert code == 0
+    assert any("nondeterministic" in n for c in rec["cases"] for n in c["notes"])
+    code, rec = verify_json(cli, make_project(kernels.NONDETERMINISTIC, name="strict",
+                                              toml="[verify]\ndeterministic = true\n"))
+    assert code == 1
+    assert any("nondeterministic" in m for c in failing(rec) for m in c["messages"])
+
+
+def test_compile_error_points_at_the_line(cli, make_project):
+    project = make_project(kernels.COMPILE_ERROR)
+    code, rec = verify_json(cli, project)
+    assert code == 2
+    problem = next(p for p in rec["problems"] if p["kind"] == "compile")
+    line = kernels.COMPILE_ERROR.splitlines()[problem["line"] - 1]
+    assert "no_such_function" in line
+    assert problem["file"].endswith("kernel.py")
+
+
+def test_hang_times_out_and_the_other_cases_still_run(cli, make_project):
+    project = make_project(kernels.HANGS, toml="[verify]\ntimeout_s = 4\ninterpret_timeout_s = 4\n")
+    code, rec = verify_json(cli, project)
+    assert code == 1
+    by_case = {c["case_index"]: c for c in rec["cases"] if not c["config"]}
+    assert by_case[1]["status"] == "error" and "timed out" in by_case[1]["messages"][0]
+    assert by_case[0]["status"] == by_case[2]["status"] == "passed"
+
+
+def test_crash_is_that_cases_failure_and_verification_goes_on(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.CRASHES))
+    assert code == 1
+    by_case = {c["case_index"]: c for c in rec["cases"] if not c["config"]}
+    assert by_case[1]["status"] == "error" and "SIGSEGV" in by_case[1]["messages"][0]
+    assert by_case[0]["status"] == by_case[2]["status"] == "passed"
+
+
+def test_plain_contract_verifies_unchanged(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.PLAIN_CONTRACT))
+    assert code == 0
+    assert [c["label"] for c in rec["cases"]] == ["get_inputs()"]
+
+
+def test_kernel_file_path_works_too(cli, make_project):
+    project = make_project(kernels.PLAIN_CONTRACT)
+    code, rec = verify_json(cli, project / "kernel.py")
+    assert code == 0
+
+
+@pytest.mark.gpu
+def test_illegal_memory_access_poisons_only_that_worker(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.ILLEGAL_ACCESS))
+    assert code == 1
+    by_case = {c["case_index"]: c for c in rec["cases"] if not c["config"]}
+    assert by_case[1]["status"] == "error"
+    assert any(p["kind"] == "crash" for p in rec["problems"])
+    assert by_case[0]["status"] == by_case[2]["status"] == "passed"

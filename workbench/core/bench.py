@@ -1,0 +1,344 @@
+"""The benchmark stage (DESIGN.md "Timing: what a number means").
+
+Runs in a GPU worker, after the verify stage of the same job. For each benchmark
+case: fresh inputs; the kernel checked against the reference before timing (the
+first call compiles and autotunes, outside any timed region); the kernel, the
+reference and torch.compile(reference) timed by `timers.measure`; the kernel
+checked again after its timed calls (right once and wrong under repetition posts
+no time); bytes and FLOPs against this GPU's measured ceilings.
+
+Large benchmark shapes can be too big for a float64 reference: it falls back to
+float32 (still far more precise than the fp16/bf16 kernels such shapes usually
+are), then to the inputs' own dtype with tolerances doubled, and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .autotune import AutotuneRecorder
+from .config import Tolerance, VerifyConfig
+from .contract import Case, KernelModule, find_autotuners, first_line, problem_from_exception
+from .device import gather_facts, gpu_state, device_uuid, load_or_measure
+from .events import BenchResult, CaseResult, Problem, StageChanged
+from .timers import CompileWatch, L2Flusher, jit_functions, measure
+from .timing import BYTES_FROM_KERNEL, BYTES_LOWER_BOUND, FLOPS_FROM_KERNEL, fraction, lower_bound_bytes, \
+    rate_per_s, speedup
+from .verify import ContextPoisoned, Outputs, RunAborted, Verifier, clone_inputs, flatten_outputs, \
+    input_elements, is_cuda_fatal, restore_inputs, select_cases, synchronize
+
+INTERPRETER_REFUSAL = ("benchmarking needs a CUDA GPU, and this run uses the Triton interpreter on the CPU "
+                       "({reason}); the interpreter's times say nothing about a kernel's speed, so none are taken. "
+                       "Run `workbench verify` here for correctness, and `workbench bench` on a machine with a GPU.")
+NATIVE_TOLERANCE_FACTOR = 2.0
+COMPILE_WARMUP_CALLS = 3
+
+
+def refuse_interpreter(context: Any) -> bool:
+    """Emit the refusal and return True when this worker runs the interpreter."""
+    if not context.interpret:
+        return False
+    import os
+
+    reason = "--interpret was asked for" if os.environ.get("WORKBENCH_INTERPRET") == "1" else \
+        "no CUDA GPU is visible to torch"
+    context.emit(Problem(kind="environment", message=INTERPRETER_REFUSAL.format(reason=reason)))
+    return True
+
+
+def require_gpu_stage(context: Any) -> None:
+    """Worker stage "require_gpu": the first stage of `workbench bench`, so the interpreter refuses at once."""
+    if refuse_interpreter(context):
+        raise RunAborted()
+
+
+def verification_failed(context: Any) -> bool:
+    tally = getattr(context, "tally", None)
+    if tally is None or "verify" not in context.job.stages:
+        return False
+    return bool(tally.failed or tally.errors or tally.problems)
+
+
+def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case], str]:
+    """The sweep: the cases asked for, else those marked purpose="bench", else the largest case."""
+    if indices is not None:
+        return select_cases(km.cases, indices, "bench"), ""
+    marked = [c for c in km.cases if c.purpose == "bench"]
+    if marked or len(km.cases) == 1:
+        return marked or km.cases, ""
+    sizes = []
+    for case in km.cases:
+        try:
+            sizes.append((input_elements(km.get_inputs(**case.params)), case))
+        except Exception:  # noqa: BLE001 - verification reported it already
+            continue
+    if not sizes:
+        return [km.cases[-1]], ""
+    largest = max(sizes, key=lambda item: item[0])[1]
+    return [largest], (f'no case in CASES has "purpose": "bench"; benchmarking the largest, case {largest.index} '
+                       "(add bench cases for a sweep)")
+
+
+def bench_stage(context: Any) -> None:
+    """Worker stage "bench" (see worker.STAGES)."""
+    if refuse_interpreter(context) or verification_failed(context):
+        return  # a kernel that fails verification is never timed; the report says so
+    km: KernelModule = context.km
+    cases, selection_note = bench_cases(km, context.job.case_indices)
+    emit = context.emit
+
+    def announce_measuring() -> None:
+        emit(StageChanged(stage="benchmarking", detail="measuring this GPU's ceilings (once per GPU)"))
+
+    ceilings, notes = load_or_measure(context.config.bench, on_measure=announce_measuring)
+    facts = gather_facts(ceilings)
+    facts.notes = notes + ([selection_note] if selection_note else [])
+    emit(facts)
+    bencher = CaseBencher(context, facts.copy_gbps, facts.matmul_tflops, L2Flusher(facts.l2_bytes))
+    for n, case in enumerate(cases, 1):
+        emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases), case_index=case.index))
+        bencher.run(case)
+
+
+@dataclass
+class Reference:
+    outputs: Outputs
+    precision: str  # float64 | float32 | native
+    note: str = ""
+
+
+class BenchChecker(Verifier):
+    """The verification battery's comparison, for one call at a time on benchmark-sized inputs."""
+
+    def reference(self, inputs: list[Any], case: Case) -> Reference:
+        notes = []
+        for dtype in (torch.float64, torch.float32):
+            try:
+                out = self.km.reference_fn(*cast_floats(inputs, dtype))
+                synchronize()
+                note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
+                return Reference(flatten_outputs(out), str(dtype).replace("torch.", ""), note)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
+            except Exception as exc:  # noqa: BLE001 - some references refuse float64; try the next precision
+                if is_cuda_fatal(exc):
+                    raise ContextPoisoned(str(exc)) from exc
+                notes.append(f"{str(dtype).replace('torch.', '')} failed: {type(exc).__name__}")
+        try:
+            out = self.km.reference_fn(*clone_inputs(inputs))
+            synchronize()
+        except Exception as exc:  # noqa: BLE001
+            self.emit(problem_from_exception("reference", exc, self.km.path, f"reference_fn raised on case {case.label}",
+                                             case.index))
+            raise RunAborted() from exc
+        return Reference(flatten_outputs(out), "native",
+                         f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)}); tolerances doubled")
+
+    def call(self, inputs: list[Any], case: Case) -> Outputs:
+        return flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
+
+    def check(self, case: Case, inputs: list[Any], out: Outputs, ref: Reference) -> CaseResult:
+        base = CaseResult(case_index=case.index, label=case.label, status="passed")
+        if ref.note:
+            base.notes.append(ref.note)
+        saved = self.config
+        if ref.precision == "native":
+            self.config = widened(saved, NATIVE_TOLERANCE_FACTOR)
+        try:
+            return self._judge(base, inputs, out, out, ref.outputs, time.perf_counter())
+        except torch.cuda.OutOfMemoryError:  # float64 comparison temporaries: compare on the host instead
+            torch.cuda.empty_cache()
+            base.notes.append("compared on the CPU (the GPU had no room for the comparison)")
+            return self._judge(base, inputs, on_cpu(out), on_cpu(out), on_cpu(ref.outputs), time.perf_counter())
+        finally:
+            self.config = saved
+
+    def error(self, case: Case, exc: BaseException, when: str) -> CaseResult:
+        base = CaseResult(case_index=case.index, label=case.label, status="error")
+        return self._error_result(base, exc, time.perf_counter(), when)
+
+
+def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
+    return [x.detach().to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+
+
+def on_cpu(outputs: Outputs) -> Outputs:
+    return Outputs([t.cpu() for t in outputs.tensors], outputs.names)
+
+
+def widened(config: VerifyConfig, factor: float) -> VerifyConfig:
+    tolerances = {k: Tolerance(t.rtol * factor, t.atol * factor, t.rel_norm * factor)
+                  for k, t in config.tolerances.items()}
+    return dataclasses.replace(config, tolerances=tolerances)
+
+
+class CaseBencher:
+    """Checks, times and re-checks one benchmark case after another."""
+
+    def __init__(self, context: Any, copy_gbps: float | None, matmul_tflops: float | None, flusher: L2Flusher):
+        self.km: KernelModule = context.km
+        self.config = context.config.bench
+        self.inplace = context.config.verify.inplace
+        self.emit: Callable[[Any], None] = context.emit
+        self.copy_gbps, self.matmul_tflops, self.flusher = copy_gbps, matmul_tflops, flusher
+        self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins)
+        self.autotuners = find_autotuners(self.km.module)
+        self.watch = CompileWatch(jit_functions(self.km.module))
+
+    def run(self, case: Case) -> None:
+        try:
+            self._run(case)
+        except (RunAborted, ContextPoisoned):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failure while timing ends this case, not the run
+            if is_cuda_fatal(exc):
+                self.emit(problem_from_exception("crash", exc, self.km.path, "the kernel crashed the GPU context",
+                                                 case.index))
+                raise ContextPoisoned(str(exc)) from exc
+            self.emit(problem_from_exception("runtime", exc, self.km.path, f"benchmarking {case.label} failed",
+                                             case.index))
+        finally:
+            torch.cuda.empty_cache()
+
+    def _run(self, case: Case) -> None:
+        inputs = self.checker._inputs(case)
+        originals = clone_inputs(inputs) if self.inplace else None
+        ref = self.checker.reference(inputs, case)
+        with AutotuneRecorder(self.autotuners) as recorder:
+            try:
+                first = self.checker.call(inputs, case)  # compiles and autotunes: outside every timed region
+            except (RunAborted, ContextPoisoned):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the kernel refuses this case
+                self.emit(self.checker.error(case, exc, "benchmark case"))
+                return
+        for report in recorder.reports(case.index):
+            self.emit(report)
+        verdict = self.checker.check(case, inputs, first, ref)
+        verdict.notes.append("benchmark case: checked before timing, and again after it")
+        self.emit(verdict)
+        if verdict.status != "passed":
+            return  # never time a wrong kernel
+        result = BenchResult(case_index=case.index, label=case.label, dtype=verdict.dtype)
+        self._amounts(result, inputs, first)
+        del first
+
+        def kernel_call() -> Any:
+            return self.km.kernel_fn(*inputs)
+
+        measured = measure(kernel_call, self.config, self.flusher, self.watch, "kernel")
+        result.kernel, result.notes = measured.timing, result.notes + measured.notes
+        state = gpu_state(device_uuid())
+        result.sm_clock_mhz, result.temperature_c = state.sm_clock_mhz, state.temperature_c
+        self._recheck(result, case, inputs, originals, ref)
+        self._time_baselines(result, case, inputs, originals)
+        self._derive(result)
+        self.emit(result)
+
+    def _recheck(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
+                 ref: Reference) -> None:
+        """The output after the timed calls must still be right, or the time is not posted."""
+        if originals is not None:
+            restore_inputs(inputs, originals)  # an in-place kernel changed them on every timed call
+        try:
+            out = self.checker.call(inputs, case)
+        except (RunAborted, ContextPoisoned):
+            raise
+        except Exception as exc:  # noqa: BLE001
+            failure = self.checker.error(case, exc, "after timing")
+        else:
+            failure = self.checker.check(case, inputs, out, ref)
+            del out
+        samples = result.kernel.samples if result.kernel else 0
+        if failure.status == "passed":
+            result.recheck = "passed"
+            return
+        failure.messages = [f"after {samples} timed calls: {m}" for m in failure.messages]
+        self.emit(failure)
+        result.recheck = "failed: " + (failure.messages[0] if failure.messages else failure.status)
+        result.notes.append("the kernel's time is not posted: its output was wrong after the timed calls")
+        result.kernel = None
+
+    def _time_baselines(self, result: BenchResult, case: Case, inputs: list[Any],
+                        originals: list[Any] | None) -> None:
+        if originals is not None:
+            restore_inputs(inputs, originals)
+        try:
+            self.km.reference_fn(*inputs)  # its first call in the inputs' own dtype: warm it outside the timing
+            reference = measure(lambda: self.km.reference_fn(*inputs), self.config, self.flusher, self.watch,
+                                "reference")
+            result.reference = reference.timing
+            result.notes += reference.notes
+        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure
+            if is_cuda_fatal(exc):
+                raise
+            result.notes.append(f"reference_fn could not be timed: {type(exc).__name__}: {first_line(exc)}")
+        if not self.config.compare_torch_compile:
+            result.compiled_note = "not measured ([bench] compare_torch_compile = false)"
+            return
+        self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
+                               case_index=case.index))
+        compiled, note = compile_reference(self.km.reference_fn, inputs)
+        if compiled is None:
+            result.compiled_note = note
+            return
+        try:
+            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile")
+        except Exception as exc:  # noqa: BLE001
+            if is_cuda_fatal(exc):
+                raise
+            result.compiled_note = f"timing torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)}"
+            return
+        result.compiled = timed.timing
+        result.notes += timed.notes
+
+    def _amounts(self, result: BenchResult, inputs: list[Any], outputs: Outputs) -> None:
+        """Bytes and FLOPs of one call: from kernel.py when it says, else the bytes' lower bound."""
+        result.bytes_moved, result.bytes_source = None, ""
+        if self.km.bytes_moved is not None:
+            try:
+                result.bytes_moved, result.bytes_source = int(self.km.bytes_moved(*inputs)), BYTES_FROM_KERNEL
+            except Exception as exc:  # noqa: BLE001
+                result.notes.append(f"bytes_moved() raised {type(exc).__name__}: {first_line(exc)}; "
+                                    "using the lower bound")
+        if result.bytes_moved is None:
+            result.bytes_moved = lower_bound_bytes(inputs, outputs.tensors)
+            result.bytes_source = BYTES_LOWER_BOUND
+        if self.km.flops is not None:
+            try:
+                result.flops, result.flops_source = int(self.km.flops(*inputs)), FLOPS_FROM_KERNEL
+            except Exception as exc:  # noqa: BLE001
+                result.notes.append(f"flops() raised {type(exc).__name__}: {first_line(exc)}")
+
+    def _derive(self, result: BenchResult) -> None:
+        bytes_per_s = rate_per_s(result.bytes_moved, result.kernel)
+        flops_per_s = rate_per_s(result.flops, result.kernel)
+        result.gbps = bytes_per_s / 1e9 if bytes_per_s is not None else None
+        result.tflops = flops_per_s / 1e12 if flops_per_s is not None else None
+        result.bandwidth_fraction = fraction(result.gbps, self.copy_gbps)
+        result.compute_fraction = fraction(result.tflops, self.matmul_tflops)
+        result.speedup_vs_reference = speedup(result.reference, result.kernel)
+        result.speedup_vs_compiled = speedup(result.compiled, result.kernel)
+
+
+def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any]) -> tuple[Callable[..., Any] | None, str]:
+    """torch.compile(reference_fn), specialised to this case's shapes and warmed up; or (None, why not)."""
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()  # each case compiles afresh: no recompile limit, no shape-generic fallback
+        compiled = torch.compile(reference_fn, dynamic=False)
+        for _ in range(COMPILE_WARMUP_CALLS):
+            compiled(*inputs)
+        synchronize()
+        return compiled, ""
+    except Exception as exc:  # noqa: BLE001 - torch.compile is a comparison, never a reason to fail
+        if is_cuda_fatal(exc):
+            raise
+        return None, f"torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)[:200]}"

@@ -1,0 +1,115 @@
+"""What changed between runs: source diffs, kernel time, and the series a sparkline draws.
+
+Built on the run history (`history.py`). "Kernel time" of a run is the geometric
+mean of the kernel's median times over its benchmark cases, compared only over
+the cases both runs timed. UI-free.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import ENVIRONMENT_KINDS
+from .history import RunRecord
+
+
+def verification_passed(record: RunRecord) -> bool:
+    """The run's verification passed (a benchmark refused for want of a GPU does not count against it)."""
+    if record.verdict == "passed":
+        return True
+    counts = record.data.get("counts") or {}
+    problems = record.data.get("problems") or []
+    return (counts.get("passed", 0) > 0 and not counts.get("failed") and not counts.get("errors")
+            and all(p.get("kind") in ENVIRONMENT_KINDS for p in problems))
+
+
+def bench_times(data: dict[str, Any]) -> dict[int, float]:
+    """case index -> the kernel's median ms, from a record's "bench" entries, when it has any."""
+    times = {}
+    for entry in data.get("bench") or []:
+        kernel = entry.get("kernel")
+        ms = entry.get("median_ms") or (kernel.get("median_ms") if isinstance(kernel, dict) else None)
+        if ms and "case_index" in entry:
+            times[int(entry["case_index"])] = float(ms)
+    return times
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+@dataclass(frozen=True)
+class SpeedChange:
+    before_ms: float
+    after_ms: float
+    cases: int  # how many benchmark cases both runs timed
+
+    @property
+    def percent(self) -> float:
+        return (self.after_ms / self.before_ms - 1.0) * 100.0
+
+
+def speed_change(before: dict[int, float], after: dict[int, float]) -> SpeedChange | None:
+    common = sorted(set(before) & set(after))
+    a, b = geomean([before[i] for i in common]), geomean([after[i] for i in common])
+    if a is None or b is None:
+        return None
+    return SpeedChange(before_ms=a, after_ms=b, cases=len(common))
+
+
+def diff_sources(older: str, newer: str, older_label: str, newer_label: str, context: int = 2) -> list[str]:
+    return list(difflib.unified_diff(older.splitlines(), newer.splitlines(), older_label, newer_label, n=context,
+                                     lineterm=""))
+
+
+@dataclass
+class Comparison:
+    """The current source against one earlier run."""
+
+    title: str  # "previous run", "last passing run"
+    record: RunRecord | None
+    diff: list[str] = field(default_factory=list)
+    speed: SpeedChange | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.record is not None and not self.diff
+
+
+def compare_with_history(records: list[RunRecord], source: str, read_source, times: dict[str, dict[int, float]],
+                         current_times: dict[int, float] | None = None, exclude: str = "") -> list[Comparison]:
+    """The current source and kernel time against the previous run and the last passing run.
+
+    `read_source(hash)` returns a recorded source; `times` maps record id -> bench times for
+    runs whose records hold none (timed in this session); `exclude` is the current run's own record.
+    """
+    earlier = [r for r in records if r.id != exclude]
+    previous = earlier[-1] if earlier else None
+    passing = next((r for r in reversed(earlier) if verification_passed(r)), None)
+    comparisons = []
+    for title, record in (("previous run", previous), ("last passing run", passing)):
+        comparison = Comparison(title=title, record=record)
+        if record is not None:
+            old = read_source(record.source_hash) or ""
+            comparison.diff = diff_sources(old, source, f"kernel.py @ {record.id}", "kernel.py @ this save")
+            if current_times:
+                before = bench_times(record.data) or times.get(record.id, {})
+                comparison.speed = speed_change(before, current_times)
+        comparisons.append(comparison)
+    return comparisons
+
+
+def kernel_time_series(records: list[RunRecord], times: dict[str, dict[int, float]]) -> list[tuple[RunRecord, float]]:
+    """(record, kernel time in ms) for every benchmarked run, oldest first: the sparkline's data."""
+    series = []
+    for record in records:
+        ms = geomean(list((bench_times(record.data) or times.get(record.id, {})).values()))
+        if ms is not None:
+            series.append((record, ms))
+    return series

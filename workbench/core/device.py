@@ -1,0 +1,288 @@
+"""GPU facts and measured ceilings (copy GB/s, bf16 matmul TFLOP/s), cached per GPU.
+
+A fraction of the roofline is only honest against what this GPU does, not its
+datasheet: the ceilings are measured once (a large device-to-device copy, a large
+bf16 matrix product on random data), cached as JSON per GPU name with the date and
+the versions that measured them, and re-measured on request (`workbench doctor --measure`).
+
+    $WORKBENCH_CACHE_DIR/ceilings/<gpu-name-slug>.json   (default ~/.cache/kernel-workbench)
+
+The cache half of this module is pure Python (the parent reads it for `doctor`);
+`gather_facts` and `measure_ceilings` import torch and run in the worker only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .events import DeviceFacts
+from .fsutil import atomic_write_text
+
+CACHE_ENV = "WORKBENCH_CACHE_DIR"
+CEILINGS_VERSION = 1
+COPY_BYTES = 1 << 30  # 1 GiB each way: far past any L2, so the copy runs at DRAM speed
+MATMUL_SIZE = 8192  # 8192³ bf16: about 1.1 TFLOP, long enough to reach the tensor cores' steady rate
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    gpu: str
+    copy_gbps: float
+    matmul_tflops: float
+    measured_at: str  # ISO 8601, UTC
+    torch_version: str = ""
+    triton_version: str = ""
+    driver: str = ""
+    method: str = ""
+    version: int = CEILINGS_VERSION
+
+
+# -- the cache (pure) ---------------------------------------------------------------------
+
+def cache_root() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernel-workbench"
+
+
+def gpu_slug(name: str) -> str:
+    """A file name for a GPU: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return slug or "unknown-gpu"
+
+
+def ceilings_path(gpu_name: str) -> Path:
+    return cache_root() / "ceilings" / f"{gpu_slug(gpu_name)}.json"
+
+
+class CeilingsCacheError(Exception):
+    """The cache file exists but cannot be used (unreadable, not JSON, wrong fields)."""
+
+
+def read_ceilings(gpu_name: str) -> Ceilings | None:
+    """The cached ceilings of this GPU; None when never measured. Raises CeilingsCacheError for a bad file."""
+    path = ceilings_path(gpu_name)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CeilingsCacheError(f"{path}: cannot be read: {exc}") from None
+    try:
+        data = json.loads(text)
+        ceilings = Ceilings(**data)
+    except (ValueError, TypeError) as exc:
+        raise CeilingsCacheError(f"{path}: not a ceilings record ({type(exc).__name__}: {exc})") from None
+    if ceilings.version != CEILINGS_VERSION:
+        raise CeilingsCacheError(f"{path}: written by another version of the workbench ({ceilings.version})")
+    if ceilings.gpu != gpu_name:
+        raise CeilingsCacheError(f"{path}: holds the ceilings of {ceilings.gpu!r}, not {gpu_name!r}")
+    for name in ("copy_gbps", "matmul_tflops"):
+        value = getattr(ceilings, name)
+        if not isinstance(value, (int, float)) or not value > 0:
+            raise CeilingsCacheError(f"{path}: {name} is {value!r}, not a positive number")
+    return ceilings
+
+
+def write_ceilings(ceilings: Ceilings) -> Path:
+    path = ceilings_path(ceilings.gpu)
+    atomic_write_text(path, json.dumps(asdict(ceilings), indent=1) + "\n")
+    return path
+
+
+def describe_ceilings(ceilings: Ceilings) -> str:
+    return (f"copy {ceilings.copy_gbps:.0f} GB/s, bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s "
+            f"(measured {ceilings.measured_at[:10]}, torch {ceilings.torch_version}, driver {ceilings.driver or '?'})")
+
+
+# -- GPU state (worker) -------------------------------------------------------------------
+
+@dataclass
+class GpuState:
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    driver: str = ""
+
+
+def gpu_state(uuid: str = "") -> GpuState:
+    """Clocks, temperature and driver now, through NVML, else nvidia-smi; fields it cannot read are None."""
+    state = _nvml_state(uuid)
+    return state if state is not None else _nvidia_smi_state(uuid)
+
+
+def _nvml_state(uuid: str) -> GpuState | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - NVML missing or refused: nvidia-smi is tried next
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0)
+        state = GpuState(driver=_text(pynvml.nvmlSystemGetDriverVersion()))
+        for attr, read in (("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+                           ("mem_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+                           ("temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(
+                               handle, pynvml.NVML_TEMPERATURE_GPU))):
+            try:
+                setattr(state, attr, int(read()))
+            except Exception:  # noqa: BLE001 - a counter this GPU does not expose stays None
+                pass
+        return state
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _nvidia_smi_state(uuid: str) -> GpuState:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return GpuState()
+    command = [exe, "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,driver_version", "--format=csv,noheader,nounits"]
+    if uuid:
+        command.insert(1, f"--id={uuid}")
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return GpuState()
+    return parse_nvidia_smi(out)
+
+
+def parse_nvidia_smi(output: str) -> GpuState:
+    """The first line of `nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,driver_version`."""
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    if not lines:
+        return GpuState()
+    fields = [f.strip() for f in lines[0].split(",")]
+    if len(fields) < 4:
+        return GpuState()
+
+    def number(text: str) -> int | None:
+        try:
+            return int(float(text))
+        except ValueError:  # "[N/A]", "[Not Supported]"
+            return None
+
+    return GpuState(sm_clock_mhz=number(fields[0]), mem_clock_mhz=number(fields[1]),
+                    temperature_c=number(fields[2]), driver=fields[3] if not fields[3].startswith("[") else "")
+
+
+def device_uuid() -> str:
+    """The current CUDA device's UUID as NVML spells it ("GPU-…"), or "" (so NVML falls back to index 0)."""
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    if not uuid:
+        return ""
+    text = str(uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
+def gather_facts(ceilings: Ceilings | None) -> DeviceFacts:
+    import torch
+    import triton
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    state = gpu_state(device_uuid())
+    return DeviceFacts(name=props.name, sm_clock_mhz=state.sm_clock_mhz, mem_clock_mhz=state.mem_clock_mhz,
+                       temperature_c=state.temperature_c, driver=state.driver, torch_version=torch.__version__,
+                       triton_version=triton.__version__,
+                       copy_gbps=ceilings.copy_gbps if ceilings else None,
+                       matmul_tflops=ceilings.matmul_tflops if ceilings else None,
+                       ceilings_measured_at=ceilings.measured_at if ceilings else "",
+                       l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None)
+
+
+# -- measuring the ceilings (worker) -----------------------------------------------------
+
+def measure_ceilings(config: Any) -> Ceilings:
+    """Time a 1 GiB device-to-device copy and an 8192³ bf16 matmul on random data; medians of many runs."""
+    import torch
+    import triton
+
+    from .timers import time_with_events
+    from .timing import summarize
+
+    name = torch.cuda.get_device_name()
+    free, _ = torch.cuda.mem_get_info()
+    copy_bytes = min(COPY_BYTES, free // 4)
+    src = torch.randint(-128, 127, (copy_bytes,), dtype=torch.int8, device="cuda")
+    dst = torch.empty_like(src)
+    copy = summarize(time_with_events(lambda: dst.copy_(src), config), "cuda events")
+    del src, dst
+    n = MATMUL_SIZE
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)  # never zeros: they run faster than real data
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    matmul = summarize(time_with_events(lambda: torch.mm(a, b), config), "cuda events")
+    del a, b
+    torch.cuda.empty_cache()
+    state = gpu_state(device_uuid())
+    return Ceilings(
+        gpu=name,
+        copy_gbps=round(2 * copy_bytes / (copy.median_ms * 1e-3) / 1e9, 1),
+        matmul_tflops=round(2 * n ** 3 / (matmul.median_ms * 1e-3) / 1e12, 1),
+        measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        torch_version=torch.__version__, triton_version=triton.__version__, driver=state.driver,
+        method=(f"median of {copy.samples} copies of {copy_bytes >> 20} MiB (bytes read + written) and "
+                f"{matmul.samples} bf16 torch.mm of {n}x{n}x{n} on random data, CUDA events"))
+
+
+def load_or_measure(config: Any, force: bool = False, on_measure: Any = None) -> tuple[Ceilings | None, list[str]]:
+    """This GPU's ceilings from the cache, else measured now and cached. Returns (ceilings, notes)."""
+    import torch
+
+    name = torch.cuda.get_device_name()
+    notes: list[str] = []
+    if not force:
+        try:
+            cached = read_ceilings(name)
+        except CeilingsCacheError as exc:
+            notes.append(f"ceilings cache ignored and re-measured: {exc}")
+            cached = None
+        if cached is not None:
+            return cached, notes
+    if on_measure is not None:
+        on_measure()
+    ceilings = measure_ceilings(config)
+    try:
+        path = write_ceilings(ceilings)
+        notes.append(f"ceilings measured and cached in {path}")
+    except OSError as exc:
+        notes.append(f"ceilings measured but not cached ({exc}); set {CACHE_ENV} to a writable folder")
+    return ceilings, notes
+
+
+def measure_ceilings_stage(context: Any) -> None:
+    """Worker stage "measure_ceilings" (`workbench doctor --measure`): re-measure, cache, report."""
+    from .events import LogLine, Problem, StageChanged
+
+    if context.interpret:
+        context.emit(Problem(kind="environment", message="measuring ceilings needs a CUDA GPU; this worker runs "
+                                                         "the Triton interpreter on the CPU"))
+        return
+    context.emit(StageChanged(stage="measuring", detail="copy bandwidth and bf16 matmul rate"))
+    ceilings, notes = load_or_measure(context.config.bench, force=True)
+    for note in notes:
+        context.emit(LogLine(text=note, stream="stdout"))
+    context.emit(gather_facts(ceilings))

@@ -1,0 +1,122 @@
+"""The live loop's restart policy: one run at a time, the newest request wins (kill-then-restart).
+
+    loop = LiveLoop(project, Runner(keep_warm=True), on_event=..., on_done=...)
+    loop.start()                      # warms a worker now, before the first save
+    run_id = loop.submit(RunRequest(stages=("verify", "bench"), reason="save"))
+    ...
+    loop.close()
+
+`submit` kills the run in progress and queues the new one; a run thread takes
+the newest request, clears the project's Triton cache and runs it in a fresh
+warm worker (`session.run_project`). Events reach `on_event(run_id, event)` on
+that thread; events of a run that a newer request overtook are dropped, so a
+consumer only ever sees the run it asked for last. UI-free.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .events import Event, Problem, RunFinished
+from .project import Project
+from .runner import Runner
+from .session import RunOutcome, run_project
+from .watch import Save
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    stages: tuple[str, ...] = ("verify",)
+    reason: str = "save"  # start | save | rerun | verify only
+    pins: tuple[tuple[str, int], ...] = ()  # (autotuned kernel name, config index)
+    save: Save | None = None
+    requested_at: float = field(default_factory=time.time)
+
+
+OnRunEvent = Callable[[int, Event], None]
+OnRunStart = Callable[[int, RunRequest], None]
+OnRunDone = Callable[[int, RunRequest, RunOutcome], None]
+
+
+def bench_stage_unavailable() -> str:
+    """Why the "bench" stage cannot run in this installation, or "" when it can."""
+    try:
+        found = importlib.util.find_spec("workbench.core.bench") is not None
+    except (ImportError, ValueError):
+        found = False
+    return "" if found else "the benchmark stage (workbench.core.bench) is not installed"
+
+
+class LiveLoop:
+    def __init__(self, project: Project, runner: Runner, on_event: OnRunEvent,
+                 on_start: OnRunStart | None = None, on_done: OnRunDone | None = None):
+        self.project, self.runner = project, runner
+        self.on_event, self.on_start, self.on_done = on_event, on_start, on_done
+        self._wakeup = threading.Condition()
+        self._pending: tuple[int, RunRequest] | None = None
+        self._latest = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="workbench-live-loop", daemon=True)
+
+    @property
+    def latest(self) -> int:
+        return self._latest
+
+    def start(self) -> None:
+        self.runner.prewarm()
+        self._thread.start()
+
+    def submit(self, request: RunRequest) -> int:
+        """Queue `request`, killing whatever runs now; returns its run id."""
+        with self._wakeup:
+            self._latest += 1
+            self._pending = (self._latest, request)
+            self._wakeup.notify()
+        self.runner.cancel()
+        return self._latest
+
+    def close(self) -> None:
+        with self._wakeup:
+            self._closed = True
+            self._pending = None
+            self._wakeup.notify()
+        self.runner.close()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _serve(self) -> None:
+        while True:
+            with self._wakeup:
+                while self._pending is None and not self._closed:
+                    self._wakeup.wait()
+                if self._closed:
+                    return
+                run_id, request = self._pending
+                self._pending = None
+            self._run(run_id, request)
+
+    def _run(self, run_id: int, request: RunRequest) -> None:
+        if self.on_start is not None:
+            self.on_start(run_id, request)
+
+        def relay(event: Event) -> None:
+            if run_id != self._latest:
+                self.runner.cancel()  # overtaken after it was taken off the queue: stop it now
+                return
+            self.on_event(run_id, event)
+
+        started = time.monotonic()
+        try:
+            outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins))
+        except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
+            relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
+                          traceback=traceback.format_exc()))
+            relay(RunFinished(verdict="error", errors=1, duration_s=round(time.monotonic() - started, 3)))
+            return
+        if self.on_done is not None and not self._closed:
+            self.on_done(run_id, request, outcome)

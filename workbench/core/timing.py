@@ -1,0 +1,145 @@
+"""What a benchmark number means: statistics of timed samples, rates, speed-ups, summaries.
+
+Pure Python, no torch: the parent process (history, reports, the TUI) uses this
+as well as the worker. The timers that produce the samples live in timers.py.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+from .events import BenchResult, Timing, finite_or_none
+
+BYTES_FROM_KERNEL = "bytes_moved() in kernel.py"
+BYTES_LOWER_BOUND = "lower bound: inputs read once + outputs written once"
+FLOPS_FROM_KERNEL = "flops() in kernel.py"
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile of already sorted values, linearly interpolated (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("quantile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile {q} outside [0, 1]")
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def summarize(samples_ms: Iterable[float], method: str) -> Timing:
+    """Median, quartiles and minimum of one timed series (milliseconds).
+
+    The median, not the mean: a GPU series has a long right tail (a clock dip,
+    another process) that the mean would chase.
+    """
+    values = sorted(float(s) for s in samples_ms)
+    if not values:
+        raise ValueError("no samples to summarize")
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError("a sample is NaN or infinite")
+    return Timing(median_ms=quantile(values, 0.5), q25_ms=quantile(values, 0.25), q75_ms=quantile(values, 0.75),
+                  min_ms=values[0], samples=len(values), method=method)
+
+
+def relative_spread(timing: Timing) -> float:
+    """IQR over the median: 0.01 means the middle half of the samples lie within 1%."""
+    return (timing.q75_ms - timing.q25_ms) / timing.median_ms if timing.median_ms > 0 else float("inf")
+
+
+def rate_per_s(amount: float | None, timing: Timing | None) -> float | None:
+    """`amount` per second at the timing's median (bytes -> B/s, flops -> FLOP/s)."""
+    if amount is None or timing is None or timing.median_ms <= 0:
+        return None
+    return finite_or_none(amount / (timing.median_ms * 1e-3))
+
+
+def speedup(baseline: Timing | None, kernel: Timing | None) -> float | None:
+    """How many times faster the kernel is than the baseline (2.0 = twice as fast)."""
+    if baseline is None or kernel is None or kernel.median_ms <= 0:
+        return None
+    return finite_or_none(baseline.median_ms / kernel.median_ms)
+
+
+def fraction(achieved: float | None, ceiling: float | None) -> float | None:
+    if achieved is None or not ceiling:
+        return None
+    return finite_or_none(achieved / ceiling)
+
+
+def tensor_bytes(values: Iterable[Any]) -> int:
+    """Bytes held by the tensors among `values` (duck-typed: numel() and element_size())."""
+    total = 0
+    for value in values:
+        if hasattr(value, "numel") and hasattr(value, "element_size"):
+            total += int(value.numel()) * int(value.element_size())
+    return total
+
+
+def lower_bound_bytes(inputs: Iterable[Any], outputs: Iterable[Any]) -> int:
+    """The fewest bytes any implementation must move: each input read once, each output written once."""
+    return tensor_bytes(inputs) + tensor_bytes(outputs)
+
+
+def geometric_mean(values: Iterable[float | None]) -> float | None:
+    usable = [v for v in values if v is not None and v > 0]
+    if not usable:
+        return None
+    return math.exp(sum(math.log(v) for v in usable) / len(usable))
+
+
+def format_ms(ms: float | None) -> str:
+    """A time at a readable scale: 12.3 µs, 0.412 ms, 1.25 s."""
+    if ms is None:
+        return "-"
+    if ms < 1.0:
+        return f"{ms * 1e3:.1f} µs" if ms < 0.1 else f"{ms * 1e3:.0f} µs"
+    if ms < 1000.0:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1e3:.2f} s"
+
+
+def format_rate(value: float | None, unit: str) -> str:
+    """GB/s or TFLOP/s with sensible digits: 2987 GB/s, 412 TFLOP/s, 0.85 TFLOP/s."""
+    if value is None:
+        return "-"
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
+def bench_summary(results: Sequence[BenchResult]) -> str:
+    """One line for `workbench history`: how many cases, the best bandwidth, the speed-ups."""
+    if not results:
+        return ""
+    failed = [r.case_index for r in results if r.recheck and r.recheck != "passed"]
+    if failed:
+        return f"bench: RE-CHECK FAILED on case {', '.join(map(str, failed))} (no time posted)"
+    timed = [r for r in results if r.kernel is not None]
+    if not timed:
+        return f"bench: {len(results)} cases, none timed"
+    parts = [f"bench {len(timed)} case{'s' if len(timed) != 1 else ''}"]
+    if len(timed) == 1:
+        parts.append(format_ms(timed[0].kernel.median_ms))
+    best = max(timed, key=lambda r: r.gbps or 0.0)
+    if best.gbps:
+        share = f" ({best.bandwidth_fraction:.0%} of copy)" if best.bandwidth_fraction else ""
+        parts.append(f"up to {format_rate(best.gbps, 'GB/s')}{share}")
+    vs_ref = geometric_mean(r.speedup_vs_reference for r in timed)
+    vs_compiled = geometric_mean(r.speedup_vs_compiled for r in timed)
+    if vs_ref:
+        parts.append(f"{vs_ref:.2f}x torch")
+    if vs_compiled:
+        parts.append(f"{vs_compiled:.2f}x compile")
+    return ", ".join(parts)
+
+
+def bench_rows(results: Sequence[BenchResult]) -> list[dict[str, Any]]:
+    """Bench results as record rows: every field, plus the kernel's median on top for `workbench diff`."""
+    rows = []
+    for result in results:
+        data = result.to_dict()
+        data.pop("type", None)
+        data["median_ms"] = result.kernel.median_ms if result.kernel else None
+        rows.append(data)
+    return rows

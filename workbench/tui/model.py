@@ -1,0 +1,255 @@
+"""The state of one run as the screen shows it, folded from its events. No Textual here.
+
+`RunState.apply(event)` takes every event of one run, in order, and returns the
+names of the panels whose content changed; the widgets render from the state.
+The verdict is the verification's own: a benchmark that was refused (no GPU) or
+that failed is the benchmark panel's business, never the kernel's verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from ..core.events import AutotuneReport, BenchResult, CaseResult, DeviceFacts, Event, LogLine, Problem, \
+    RunFinished, RunStarted, StageChanged, Tally, WorkerReady
+from ..core.liveloop import RunRequest
+from ..core.watch import Save
+
+# The pipeline a run goes through, as the status line draws it.
+PHASES = ("cache", "compile", "verify", "bench", "done")
+PHASE_LABELS = {"cache": "cache cleared", "compile": "compile", "verify": "verify", "bench": "bench", "done": "done"}
+LOCATION_IN_MESSAGE = re.compile(r"\[(?P<file>[^\[\]]+?):(?P<line>\d+)\]\s*$")
+
+
+@dataclass
+class CaseRow:
+    index: int
+    label: str
+    result: CaseResult | None = None  # the autotuner's own pick (or the only config)
+    configs: list[CaseResult] = field(default_factory=list)  # each autotune config forced in turn
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.result is None:
+            return "error" if self.problems else "pending"
+        if self.result.status == "passed" and any(c.status in ("failed", "error") for c in self.configs):
+            return "failed"
+        return self.result.status
+
+    @property
+    def configs_passed(self) -> tuple[int, int]:
+        return sum(c.status == "passed" for c in self.configs), len(self.configs)
+
+    def location(self) -> tuple[str, int] | None:
+        """Where in the source this case went wrong, when an error says so."""
+        for problem in self.problems:
+            if problem.file and problem.line:
+                return problem.file, problem.line
+        for result in [self.result, *self.configs]:
+            for message in (result.messages if result else []):
+                match = LOCATION_IN_MESSAGE.search(message)
+                if match:
+                    return match["file"], int(match["line"])
+        return None
+
+
+@dataclass
+class RunState:
+    run_id: int
+    request: RunRequest
+    created_at: float = field(default_factory=time.time)
+    ready: WorkerReady | None = None
+    started: RunStarted | None = None
+    stage: StageChanged | None = None
+    rows: dict[int, CaseRow] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)  # of the project and its verification
+    bench_problems: list[Problem] = field(default_factory=list)
+    bench: list[BenchResult] = field(default_factory=list)
+    device: DeviceFacts | None = None
+    autotune: list[AutotuneReport] = field(default_factory=list)
+    logs: list[LogLine] = field(default_factory=list)
+    finished: RunFinished | None = None
+    benchmarking: bool = False
+    verdict_at: float | None = None  # wall clock when the verdict became known
+    bench_at: float | None = None  # ... and the first benchmark result
+
+    def apply(self, event: Event) -> set[str]:
+        """Fold one event in; returns the panels to redraw (status, cases, bench, autotune, log)."""
+        changed = {"status"}
+        if isinstance(event, WorkerReady):
+            self.ready = event
+        elif isinstance(event, RunStarted):
+            self.started = event
+            for index in event.planned:
+                self.rows.setdefault(index, CaseRow(index=index, label=f"case {index}"))
+            changed.add("cases")
+        elif isinstance(event, StageChanged):
+            self.stage = event
+            if event.stage == "benchmarking":
+                self.benchmarking = True
+            if event.case_index is not None and event.stage == "verifying":
+                row = self.rows.setdefault(event.case_index, CaseRow(index=event.case_index, label=event.detail))
+                row.label = event.detail or row.label
+                changed.add("cases")
+        elif isinstance(event, CaseResult):
+            row = self.rows.setdefault(event.case_index, CaseRow(index=event.case_index, label=event.label))
+            row.label = event.label
+            if event.config:
+                row.configs.append(event)
+            else:
+                row.result = event
+            changed.add("cases")
+        elif isinstance(event, Problem):
+            if self.benchmarking:
+                self.bench_problems.append(event)
+                changed.add("bench")
+            else:
+                self.problems.append(event)
+                if event.case_index is not None:
+                    row = self.rows.setdefault(event.case_index, CaseRow(index=event.case_index,
+                                                                         label=f"case {event.case_index}"))
+                    row.problems.append(event)
+                    changed.add("cases")
+            changed.add("log")
+        elif isinstance(event, DeviceFacts):
+            self.device = event
+            changed.add("bench")
+        elif isinstance(event, BenchResult):
+            self.bench.append(event)
+            changed.add("bench")
+        elif isinstance(event, AutotuneReport):
+            self.autotune.append(event)
+            changed.add("autotune")
+        elif isinstance(event, LogLine):
+            self.logs.append(event)
+            changed.add("log")
+        elif isinstance(event, RunFinished):
+            self.finished = event
+            changed |= {"cases", "bench", "autotune"}
+        if self.verdict_at is None and self.verdict_known:
+            self.verdict_at = time.time()
+        if self.bench_at is None and self.bench and self.verdict == "passed":
+            self.bench_at = time.time()
+        return changed
+
+    # -- what the run says ---------------------------------------------------------------
+
+    @property
+    def source_hash(self) -> str:
+        if self.started is not None:
+            return self.started.source_hash
+        return self.request.save.kernel_hash if self.request.save else ""
+
+    @property
+    def verdict_known(self) -> bool:
+        return self.finished is not None or self.benchmarking
+
+    def tally(self) -> Tally:
+        tally = Tally()
+        for row in self.rows.values():
+            for result in ([row.result] if row.result else []) + row.configs:
+                tally.add(result)
+        for problem in self.problems:
+            tally.add(problem)
+        return tally
+
+    @property
+    def verdict(self) -> str:
+        """running | passed | failed | error | cancelled (of the verification)."""
+        if self.finished is not None and self.finished.verdict == "cancelled":
+            return "cancelled"
+        if not self.verdict_known:
+            return "running"
+        return self.tally().verdict
+
+    @property
+    def phase(self) -> str:
+        """Where in PHASES the run is now (the current phase is the one not yet done)."""
+        if self.finished is not None:
+            return "done"
+        if self.benchmarking:
+            return "bench"
+        if self.ready is None:
+            return "cache"
+        if self.stage is None or self.stage.stage == "importing":
+            return "compile"
+        if self.stage.stage == "verifying" and self.stage.current <= 1 and not self._any_result():
+            return "compile"  # the first case's first call compiles the kernel
+        return "verify"
+
+    def _any_result(self) -> bool:
+        return any(row.result is not None for row in self.rows.values())
+
+    def ordered_rows(self) -> list[CaseRow]:
+        order = self.started.planned if self.started else []
+        ranked = {index: n for n, index in enumerate(order)}
+        return sorted(self.rows.values(), key=lambda r: (ranked.get(r.index, len(ranked)), r.index))
+
+    def first_location(self) -> tuple[str, int] | None:
+        for problem in self.problems:
+            if problem.file and problem.line:
+                return problem.file, problem.line
+        for row in self.ordered_rows():
+            location = row.location()
+            if location:
+                return location
+        return None
+
+    @property
+    def bench_shown(self) -> bool:
+        """Benchmark results belong on screen only for a kernel that verified."""
+        return self.verdict == "passed" and bool(self.bench)
+
+    def bench_times(self) -> dict[int, float]:
+        return {b.case_index: b.kernel.median_ms for b in self.bench if b.kernel is not None}
+
+    def configs_of(self, kernel: str) -> list[str]:
+        """The configs verification forced for one autotuned kernel, in the tuner's order (pin indices)."""
+        seen: list[str] = []
+        prefix = f"{kernel}: "
+        for row in self.ordered_rows():
+            for result in row.configs:
+                if result.config.startswith(prefix) and result.config not in seen:
+                    seen.append(result.config)
+        return seen
+
+
+@dataclass
+class LiveSession:
+    """Everything the screen shows besides one run: what is on disk, what is pending, the switches."""
+
+    project_name: str
+    kernel_name: str
+    current: RunState | None = None  # the newest run asked for (running or finished)
+    benched: RunState | None = None  # the newest run whose benchmark is on screen
+    last_save: Save | None = None
+    pending: bool = False  # a save was accepted and its run has not reported yet
+    missing: tuple[str, ...] = ()
+    bench_on: bool = True
+    bench_unavailable: str = ""  # why the bench stage cannot run at all here
+    pins: dict[str, int] = field(default_factory=dict)
+    ready: WorkerReady | None = None  # the last worker that reported in
+    kernel_times: list[float] = field(default_factory=list)  # kernel time (ms) per timed run, oldest first
+
+    @property
+    def disk_hash(self) -> str:
+        return self.last_save.kernel_hash if self.last_save else ""
+
+    @property
+    def stale(self) -> bool:
+        """What is on screen is not the verdict of the source on disk."""
+        if self.pending or self.missing:
+            return True
+        run = self.current
+        return bool(run and self.disk_hash and run.source_hash and run.source_hash != self.disk_hash)
+
+    @property
+    def bench_stale(self) -> bool:
+        return self.benched is not None and (self.stale or self.benched is not self.current)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return ("verify", "bench") if self.bench_on and not self.bench_unavailable else ("verify",)

@@ -1,0 +1,143 @@
+"""Small Rich renderings the panels share: verdict marks, numbers, bars, heat maps, diffs, source excerpts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.syntax import Syntax
+from rich.text import Text
+
+from ..core.changes import SpeedChange
+
+MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
+        "cancelled": "⊘"}
+MARK_COLOR = {"passed": "green3", "failed": "red1", "error": "red1", "skipped": "grey50", "pending": "grey42",
+              "running": "yellow", "cancelled": "grey50"}
+BLOCKS = " ▏▎▍▌▋▊▉█"
+SPARKS = "▁▂▃▄▅▆▇█"
+HEAT = ["#1f2937", "#3b4a2f", "#6b6b1f", "#a16207", "#c2410c", "#dc2626", "#ff3b3b"]
+
+
+def status_text(status: str, label: str | None = None) -> Text:
+    mark = MARK.get(status, "?")
+    return Text(f"{mark} {label if label is not None else status}", style=f"bold {MARK_COLOR.get(status, '')}")
+
+
+def fmt_err(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return "0" if value == 0 else f"{value:.1e}"
+
+
+def fmt_value(value: float | None) -> str:
+    return "NaN/unwritten" if value is None else f"{value:.6g}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "–"
+    if ms < 0.01:
+        return f"{ms * 1000:.2f} µs"
+    if ms < 1:
+        return f"{ms * 1000:.1f} µs"
+    return f"{ms:.3f} ms"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
+
+
+def bar(fraction: float | None, width: int = 12, style: str = "") -> Text:
+    """A horizontal bar with eighth-block resolution, and the percentage after it."""
+    if fraction is None:
+        return Text("–", style="grey50")
+    clipped = max(0.0, min(fraction, 1.0))
+    eighths = round(clipped * width * 8)
+    full, part = divmod(eighths, 8)
+    body = "█" * full + (BLOCKS[part] if part else "")
+    color = style or ("green3" if fraction >= 0.7 else "yellow3" if fraction >= 0.4 else "orange3")
+    text = Text(body.ljust(width), style=color)
+    text.append(f" {fraction * 100:4.0f}%", style="bold")
+    return text
+
+
+def speed_text(change: SpeedChange | None) -> Text:
+    if change is None:
+        return Text("no timing to compare", style="grey50")
+    pct = change.percent
+    style = "bold green3" if pct < -1 else "bold red1" if pct > 1 else "bold"
+    arrow = "▼" if pct < -1 else "▲" if pct > 1 else "="
+    text = Text(f"{fmt_ms(change.before_ms)} → {fmt_ms(change.after_ms)}  ")
+    text.append(f"{arrow} {pct:+.1f}%", style=style)
+    text.append(f"  ({change.cases} cases)", style="grey50")
+    return text
+
+
+def spark(values: list[float], width: int = 24) -> Text:
+    """A one-line sparkline (lower is better: the last point is marked)."""
+    if not values:
+        return Text("no timed runs yet", style="grey50")
+    values = values[-width:]
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    text = Text()
+    for n, value in enumerate(values):
+        level = SPARKS[min(len(SPARKS) - 1, int((value - low) / span * (len(SPARKS) - 1) + 0.5))]
+        text.append(level, style="bold cyan" if n == len(values) - 1 else "cyan")
+    return text
+
+
+def heat_map(grid: list[list[float]] | None) -> Text:
+    """The coarse error map: one cell per region, darker is clean, red is all bad."""
+    if not grid:
+        return Text("no error map (nothing wrong, or a scalar output)", style="grey50")
+    text = Text()
+    for row in grid:
+        for fraction in row:
+            if fraction <= 0:
+                text.append("··", style="grey30")
+            else:
+                level = 1 + min(len(HEAT) - 2, int(fraction * (len(HEAT) - 1)))
+                text.append("██", style=HEAT[level])
+        text.append("\n")
+    text.append("clean ", style="grey50")
+    for color in HEAT[1:]:
+        text.append("█", style=color)
+    text.append(" all bad", style="grey50")
+    return text
+
+
+def diff_text(lines: list[str]) -> Text:
+    text = Text()
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green3"
+        elif line.startswith("-"):
+            style = "red1"
+        else:
+            style = "grey66"
+        text.append(line + "\n", style=style)
+    return text
+
+
+def source_excerpt(path: str, line: int, context: int = 2, source: str | None = None) -> Syntax | Text:
+    """The kernel source around `line`, the line itself highlighted."""
+    try:
+        code = source if source is not None else Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return Text(f"{path}:{line} (cannot be read)", style="grey50")
+    first = max(1, line - context)
+    return Syntax(code, "python", line_numbers=True, line_range=(first, line + context), highlight_lines={line},
+                  theme="ansi_dark", word_wrap=False, background_color="default")
+
+
