@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import pluggy
+
 from . import __version__
 from .commands import EXIT_ENVIRONMENT, EXIT_UNUSABLE, CommandError, Context, collect_commands
 from .plugins import PluginError, make_plugin_manager
@@ -37,11 +39,13 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, pm: pluggy.PluginManager | None = None) -> int:
+    """Run one command; returns its exit code. `pm`: a ready plugin manager (tests), else one is built."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    autoload = "--no-plugins" not in argv
+    plugins = "--no-plugins" not in argv  # built-ins only: no installed, no project-local plugins
     try:
-        pm = make_plugin_manager(autoload=autoload, project_dir=_project_dir_hint(argv))
+        if pm is None:
+            pm = make_plugin_manager(autoload=plugins, project_dir=_project_dir_hint(argv) if plugins else None)
         commands = collect_commands(pm)
     except PluginError as exc:
         print(f"workbench: {exc}", file=sys.stderr)

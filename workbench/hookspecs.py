@@ -1,10 +1,26 @@
 """Every pluggy hook of the workbench, each documented.
 
-Plugins implement these with `@workbench.hookimpl`. Registration hooks are
-called once, when the plugin manager is built into a `Registry`; they receive
-a `register` callable and call it once per thing they add. Notification hooks
-are called for every run, in the process that started the run (never in the
-worker), and their return values are ignored unless the hook says otherwise.
+Plugins implement these with ``@workbench.hookimpl`` on functions of a module (or methods of
+an object) that the plugin manager registers: the built-ins (``workbench.builtin.*``), the
+modules of entry-point group ``workbench``, and a project's own ``workbench_plugin.py``
+(see :mod:`workbench.plugins`). An implementation may accept fewer parameters than the spec
+names, never more.
+
+Two kinds of hook:
+
+- Registration hooks (``workbench_register_*``) are called when the workbench builds one of its
+  catalogs. They receive a ``register`` callable and call it once per thing they add; their
+  return value is ignored. pluggy calls the most recently registered plugin first: a project's
+  own plugin, then entry-point plugins, then the built-ins.
+- Notification hooks (``workbench_observe_event``, ``workbench_finish_run``) are called in the
+  process that started a run (the CLI or the TUI, never the worker process that runs the
+  kernel), for every verify/bench run. Their return values are ignored. An exception raised
+  by an implementation propagates to the caller: keep them small and safe.
+
+No hook is ``firstresult``: every implementation is always called.
+
+Each docstring below says **When** the hook is called, what each **parameter** is, and what
+becomes of the **Result**; ``tests/test_plugins.py`` fails when one of the three is missing.
 """
 
 from __future__ import annotations
@@ -18,33 +34,52 @@ hookspec = pluggy.HookspecMarker("workbench")
 
 @hookspec
 def workbench_register_commands(register: Callable[[Any], None]) -> None:
-    """Add CLI commands.
+    """Add subcommands to the ``workbench`` CLI.
 
-    Called once, when the CLI builds its parser. Call ``register(command)`` with a
-    :class:`workbench.commands.Command` for each command. Built-in commands (new,
-    verify, list, doctor ...) are registered through this same hook; a later
-    registration of an existing name is an error. All implementations are called.
+    When: once per plugin manager, when the CLI collects its commands
+    (:func:`workbench.commands.collect_commands`), before it parses the command line. The
+    built-in commands (new, verify, list, doctor, plugins, profile ...) are registered through
+    this same hook.
+
+    register: call ``register(command)`` with a :class:`workbench.commands.Command` for each
+    command; the command's ``run(args, context)`` returns the exit code (README: 0 passed,
+    1 failed, 2 unusable input, 3 environment). Registering a name twice raises ``ValueError``,
+    so a plugin cannot replace a built-in command.
+
+    Result: ignored; every implementation is called.
     """
 
 
 @hookspec
 def workbench_register_scaffolds(register: Callable[[Any], None]) -> None:
-    """Add scaffolds for ``workbench new``.
+    """Add scaffolds (templates and known ops) to ``workbench new``.
 
-    Called once, when the scaffold catalog is built. Call ``register(scaffold)``
-    with a :class:`workbench.core.scaffold.Scaffold` (a folder holding kernel.py
-    and scaffold.toml; load one with ``load_scaffold(path)``). Built-in scaffolds
-    come first, so a plugin cannot shadow a built-in name. All implementations are called.
+    When: each time the scaffold catalog is built (``workbench new``, ``workbench new --list``,
+    the TUI's new-project dialog).
+
+    register: call ``register(scaffold)`` with a :class:`workbench.core.scaffold.Scaffold`
+    (a folder holding kernel.py and scaffold.toml; ``load_scaffold(path)`` reads one). The
+    built-in scaffolds are listed first, so a plugin cannot shadow a built-in name.
+
+    Result: ignored; every implementation is called.
     """
 
 
 @hookspec
 def workbench_register_profilers(register: Callable[[Any], None]) -> None:
-    """Add profilers for ``workbench profile`` and the TUI's profile key.
+    """Add profilers for ``workbench profile`` and the TUI's Profile panel.
 
-    Called once, when the profiler list is built. Call ``register(profiler)`` with
-    a :class:`workbench.profiling.Profiler`. The first profiler registered is the
-    default. All implementations are called.
+    When: each time the profiler list is built (:func:`workbench.profiling.collect_profilers`):
+    by ``workbench profile`` before it runs, and by the TUI when it starts.
+
+    register: call ``register(profiler)`` with a :class:`workbench.profiling.Profiler` (a name,
+    a one-line help, and ``run(project, options) -> ProfileResult``). The first profiler
+    registered is the default; since the most recently registered plugin is called first, a
+    project's own plugin provides the default in that project. A plugin that should not become
+    the default marks its implementation ``@hookimpl(trylast=True)``. A name registered twice
+    raises ``ValueError``.
+
+    Result: ignored; every implementation is called.
     """
 
 
@@ -52,29 +87,49 @@ def workbench_register_profilers(register: Callable[[Any], None]) -> None:
 def workbench_register_panels(register: Callable[[Any], None]) -> None:
     """Add panels to the TUI.
 
-    Called once, when the app is built. Call ``register(panel)`` with a
-    :class:`workbench.tui.panels.PanelSpec` (an id, a title, and a factory that
-    returns a Textual widget); the app shows each as a tab and hands it every run
-    event. All implementations are called.
+    When: once, when the TUI app is built (never by the headless CLI).
+
+    register: call ``register(panel)`` with a :class:`workbench.tui.panels.PanelSpec` (an id of
+    lower-case letters, digits, '-' and '_'; a title; a factory returning a Textual widget). The
+    app mounts each as a tab after its own and, when the widget has a method
+    ``workbench_event(event)``, hands it every run event. A bad or taken id is refused with a
+    notice, not an error.
+
+    Result: ignored; every implementation is called.
     """
 
 
 @hookspec
 def workbench_observe_event(event: Any, project: Any) -> None:
-    """See every event of a run as it arrives.
+    """See every event of a verify or bench run as it arrives.
 
-    Called in the parent process for each event (``workbench.core.events``) of
-    every verify/bench run started by the CLI or the TUI, with the
-    :class:`workbench.core.project.Project` it belongs to. Must return quickly: it
-    runs on the path that renders results. Return value ignored; all implementations are called.
+    When: in the process that started the run (the CLI or the TUI, never the worker), once
+    for each event the run emits, in order, from the worker's ``WorkerReady`` to the final
+    ``RunFinished``. It runs on the path that renders results: return quickly and never block.
+
+    event: a :class:`workbench.core.events.Event` (``WorkerReady``, ``RunStarted``,
+    ``StageChanged``, ``CaseResult``, ``Problem``, ``LogLine``, ``BenchResult``,
+    ``AutotuneReport``, ``RunFinished`` ...); every one is a dataclass with ``to_dict()``.
+
+    project: the :class:`workbench.core.project.Project` the run belongs to.
+
+    Result: ignored; every implementation is called.
     """
 
 
 @hookspec
 def workbench_finish_run(project: Any, finished: Any, events: list[Any]) -> None:
-    """React to a finished run.
+    """React to a finished verify or bench run (notify, upload, record ...).
 
-    Called once per run after its final ``RunFinished`` event, with the project,
-    that event (verdict and counts) and every event of the run in order.
-    Return value ignored; all implementations are called.
+    When: once per run, in the process that started it, after its final ``RunFinished``
+    event has been observed and before the CLI prints the run's report.
+
+    project: the :class:`workbench.core.project.Project` that ran.
+
+    finished: the run's :class:`workbench.core.events.RunFinished` (verdict: passed, failed,
+    error, or cancelled for a run a newer save overtook; counts; duration).
+
+    events: every event of the run, in the order they arrived.
+
+    Result: ignored; every implementation is called.
     """

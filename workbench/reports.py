@@ -7,8 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from .core.events import CaseResult, LogLine, Problem
+from .core.events import AutotuneReport, BenchResult, CaseResult, DeviceFacts, LogLine, Problem, Timing
 from .core.session import RunOutcome
+from .core.timing import bench_summary, format_ms, format_rate, relative_spread
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
 
@@ -198,3 +199,122 @@ def timing_change(older: dict[str, Any], newer: dict[str, Any]) -> list[str]:
     if not lines:
         lines.append("  (no benchmark timings in both runs)")
     return lines
+
+
+# -- benchmark results ---------------------------------------------------------------------
+
+def timing_mark(timing: Timing) -> str:
+    """E: CUDA events around each call; G: CUDA-graph replay (calls under [bench] cuda_graph_below_us)."""
+    return "G" if timing.method.startswith("cuda graph") else "E"
+
+
+def fmt_timing(timing: Timing | None) -> str:
+    return f"{format_ms(timing.median_ms)} {timing_mark(timing)}" if timing is not None else "-"
+
+
+def fmt_fraction(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "-"
+
+
+def fmt_speedup(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def text_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def device_lines(facts: DeviceFacts) -> list[str]:
+    state = ", ".join(part for part in (
+        f"SM {facts.sm_clock_mhz} MHz" if facts.sm_clock_mhz is not None else "",
+        f"memory {facts.mem_clock_mhz} MHz" if facts.mem_clock_mhz is not None else "",
+        f"{facts.temperature_c} °C" if facts.temperature_c is not None else "") if part)
+    lines = [f"  GPU {facts.name}" + (f" | {state} before timing" if state else "") +
+             f" | driver {facts.driver or '?'} | torch {facts.torch_version}, triton {facts.triton_version}"]
+    if facts.copy_gbps:
+        lines.append(f"  ceilings of this GPU: copy {format_rate(facts.copy_gbps, 'GB/s')}, bf16 matmul "
+                     f"{format_rate(facts.matmul_tflops, 'TFLOP/s')} (measured {facts.ceilings_measured_at[:10]})")
+    lines += [f"  note: {n}" for n in facts.notes]
+    return lines
+
+
+def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
+    with_flops = any(r.flops for r in results)
+    header = ("case", "inputs", "kernel", "IQR", "n", "reference", "torch.compile", "vs ref", "vs compile",
+              "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ())
+    rows = [header]
+    for r in results:
+        k = r.kernel
+        kernel_cell = "RE-CHECK FAILED" if r.recheck.startswith("failed") else fmt_timing(k)
+        row = (str(r.case_index), r.label, kernel_cell, f"{relative_spread(k):.1%}" if k else "-",
+               str(k.samples) if k else "-",
+               fmt_timing(r.reference), fmt_timing(r.compiled), fmt_speedup(r.speedup_vs_reference),
+               fmt_speedup(r.speedup_vs_compiled), format_rate(r.gbps, "").strip(), fmt_fraction(r.bandwidth_fraction))
+        if with_flops:
+            row += (format_rate(r.tflops, "").strip(), fmt_fraction(r.compute_fraction))
+        if verbose:
+            row += (str(r.sm_clock_mhz) if r.sm_clock_mhz is not None else "-",
+                    str(r.temperature_c) if r.temperature_c is not None else "-")
+        rows.append(row)
+    return text_table(rows)
+
+
+def method_lines(results: list[BenchResult]) -> list[str]:
+    methods: dict[str, list[str]] = {}
+    for r in results:
+        for timing in (r.kernel, r.reference, r.compiled):
+            if timing is not None:
+                methods.setdefault(timing.method, [])
+    lines = [f"  {'G' if m.startswith('cuda graph') else 'E'} = {m}" for m in methods]
+    lines.append("  times are medians; IQR is the middle half's spread over the median; n the kernel's samples")
+    sources = sorted({r.bytes_source for r in results if r.bytes_source})
+    lines += [f"  bytes: {s}" for s in sources]
+    flop_sources = sorted({r.flops_source for r in results if r.flops_source})
+    lines += [f"  flops: {s}" for s in flop_sources] or ["  flops: kernel.py has no flops(); no TFLOP/s"]
+    return lines
+
+
+def autotune_lines(reports: list[AutotuneReport]) -> list[str]:
+    lines = []
+    for a in reports:
+        took = f" after {a.tuning_s:.2f} s of tuning" if a.tuning_s is not None else ""
+        lines.append(f"  autotune, case {a.case_index}: {a.kernel} [{a.key}] picked {a.picked}{took} ({a.source})")
+        rows = []
+        for t in sorted(a.timings, key=lambda t: (t.ms is None, t.ms or 0.0)):
+            rows.append((format_ms(t.ms) if t.ms is not None else t.status, t.config,
+                         "<- picked" if t.config == a.picked else ""))
+        lines += text_table(rows, indent="      ") if rows else []
+    return lines
+
+
+def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
+    """The readable report of one project's benchmark: the sweep table, methods, autotuning, notes."""
+    results: list[BenchResult] = outcome.of_type(BenchResult)
+    facts = next(iter(outcome.of_type(DeviceFacts)), None)
+    if facts is None and not results:
+        if outcome.exit_code == 1 and "bench" in outcome.stages:
+            return f"{outcome.project.name}: not benchmarked: verification failed (a failing kernel is never timed)"
+        return ""
+    lines = [f"{outcome.project.name}  benchmark"]
+    if facts is not None:
+        lines += device_lines(facts)
+    if results:
+        lines += [""] + bench_table(results, verbose) + [""] + method_lines(results)
+    timed = {r.case_index for r in results}
+    untimed = sorted({c.case_index for c in outcome.of_type(CaseResult)
+                      if c.status in ("failed", "error") and c.case_index not in timed})
+    if facts is not None and untimed:
+        lines.append(f"  not timed: case {', '.join(map(str, untimed))}, wrong before timing (a wrong kernel is "
+                     "never timed; see the verification report above)")
+    autotune = autotune_lines(outcome.of_type(AutotuneReport))
+    if autotune:
+        lines += [""] + autotune
+    notes = [f"  note, case {r.case_index}: {n}" for r in results for n in r.notes]
+    notes += [f"  note, case {r.case_index}: torch.compile: {r.compiled_note}" for r in results if r.compiled_note]
+    if notes:
+        lines += [""] + notes
+    summary = bench_summary(results)
+    if summary:
+        lines += ["", f"  {summary}"]
+    return "\n".join(lines)

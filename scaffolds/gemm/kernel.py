@@ -13,6 +13,21 @@ import triton
 import triton.language as tl
 
 
+# fp16/bf16 tiles for Hopper (H100): 128 x 256 x 64 reached 92% of cuBLAS at 8192^3 bf16; the
+# smaller tiles keep enough programs in flight when M or N is small. Each config's pipeline
+# (num_stages copies of an A and a B tile) stays under 160 KiB of shared memory; fp32 operands
+# halve the K step in the kernel to stay there too.
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
+    ],
+    key=["M", "N", "K"],
+)
 @triton.jit
 def matmul_kernel(
     a_ptr, b_ptr, c_ptr,
@@ -38,54 +53,27 @@ def matmul_kernel(
     # int64: row * stride passes 2**31 on matrices of 2**31 elements and more.
     offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
     offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_K)
+    # fp32 tiles take twice the shared memory: a halved K step keeps every config's pipeline
+    # inside the SM (128 x 256 x 64 in fp32, three stages deep, would not fit).
+    K_STEP: tl.constexpr = BLOCK_K // 2 if a_ptr.dtype.element_ty == tl.float32 else BLOCK_K
+    offs_k = tl.arange(0, K_STEP)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        k_remaining = K - k * BLOCK_K
+    for k in range(0, tl.cdiv(K, K_STEP)):
+        k_remaining = K - k * K_STEP
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
         acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        a_ptrs += K_STEP * stride_ak
+        b_ptrs += K_STEP * stride_bk
 
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + offs_cm.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
-
-
-# fp16/bf16 tiles for Hopper (H100): the large tiles feed wgmma and reach most of cuBLAS on big
-# problems; the small ones keep enough programs in flight when M or N is small. Each config's
-# pipeline (num_stages copies of an A and a B tile) stays under 160 KiB of shared memory.
-matmul_kernel_16bit = triton.autotune(
-    configs=[
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
-        triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=8),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-    ],
-    key=["M", "N", "K"],
-)(matmul_kernel)
-
-# fp32 operands take twice the shared memory per tile: BLOCK_K halves so that every config
-# still fits (a 16-bit config run on fp32 would fail with OutOfResources).
-matmul_kernel_tf32 = triton.autotune(
-    configs=[
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8}, num_stages=3, num_warps=8),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8}, num_stages=4, num_warps=4),
-    ],
-    key=["M", "N", "K"],
-)(matmul_kernel)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -106,9 +94,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     if M == 0 or N == 0:
         return c
-    kernel = matmul_kernel_tf32 if a.dtype == torch.float32 else matmul_kernel_16bit
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    kernel[grid](
+    matmul_kernel[grid](
         a, b, c,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         M, N, K,
@@ -124,7 +111,10 @@ def reference_fn(a, b):
 
 
 def get_inputs(m=8192, n=8192, k=8192, dtype=torch.bfloat16, b_transposed=False):
-    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    # a scaled by 1/sqrt(k) keeps outputs near unit scale whatever k is, as in a network layer;
+    # plain randn would give outputs (and TF32 rounding errors) that grow like sqrt(k), and an
+    # absolute tolerance would then judge k rather than the kernel.
+    a = torch.randn(m, k, device="cuda", dtype=dtype) * k ** -0.5
     if b_transposed:
         # (N, K) storage seen as (K, N): the layout of an nn.Linear weight.
         b = torch.randn(n, k, device="cuda", dtype=dtype).t()
@@ -134,12 +124,16 @@ def get_inputs(m=8192, n=8192, k=8192, dtype=torch.bfloat16, b_transposed=False)
 
 
 CASES = [
-    # Verification: 1x1x1, sizes just past tile sizes (65, 129, 257) and K tails (97, 65, 130).
+    # Verification: 1x1x1, sizes just past tile sizes (65, 129, 257) and K tails (97, 65, 130),
+    # every dtype on the first two, and B stored transposed (an nn.Linear weight).
     *[
         {"m": m, "n": n, "k": k, "dtype": dtype}
         for dtype in (torch.float32, torch.float16, torch.bfloat16)
-        for m, n, k in ((1, 1, 1), (65, 129, 97), (127, 257, 65), (300, 33, 130))
+        for m, n, k in ((1, 1, 1), (65, 129, 97))
     ],
+    {"m": 127, "n": 257, "k": 65, "dtype": torch.bfloat16},
+    {"m": 127, "n": 257, "k": 65, "dtype": torch.float32},
+    {"m": 260, "n": 33, "k": 130, "dtype": torch.float16},
     {"m": 65, "n": 129, "k": 97, "dtype": torch.bfloat16, "b_transposed": True},
     # Benchmark: square bf16 problems from launch-bound to compute-bound.
     {"purpose": "bench", "m": 1024, "n": 1024, "k": 1024, "dtype": torch.bfloat16},

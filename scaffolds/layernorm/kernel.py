@@ -15,8 +15,11 @@ import triton.language as tl
 
 # Rows up to this many bytes fit in one program's registers without spilling.
 MAX_FUSED_BYTES = 65536
-# Column tile for rows wider than that: big enough to keep many loads in flight per program.
-WIDE_ROW_BLOCK_SIZE = 4096
+# Rows wider than that stream in tiles. Big tiles and many warps per program leave fewer
+# programs resident, so each row's second read still finds it in L2 (H100, 1024 x 65536 bf16:
+# 20-35% faster than 4096-column tiles with 8 warps).
+WIDE_ROW_BLOCK_SIZE = 16384
+WIDE_ROW_NUM_WARPS = 16
 
 
 @triton.jit
@@ -78,7 +81,9 @@ def layernorm_kernel(
 
 def _num_warps(block_size):
     # About 16 elements per thread: enough loads in flight, few enough registers not to spill.
-    return min(max(block_size // 512, 4), 32)
+    # Capped at 16: with weight, bias and the centred row live, 32 warps spill (H100: 25% slower
+    # at 16384 columns).
+    return min(max(block_size // 512, 4), 16)
 
 
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -115,7 +120,7 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         x_2d.stride(0), y_2d.stride(0),
         n_cols, eps,
         BLOCK_SIZE=block_size, SINGLE_PASS=single_pass,
-        num_warps=_num_warps(block_size),
+        num_warps=_num_warps(block_size) if single_pass else WIDE_ROW_NUM_WARPS,
     )
     return y
 

@@ -14,6 +14,7 @@ from ..core.history import find_record, last_record, read_records, source_diff
 from ..core.project import Project, ProjectError, find_projects
 from ..core.runner import WorkerProcess, WorkerStartError
 from ..plugins import loaded_plugins
+from .benchmarking import cached_ceilings_row, measure_ceilings
 
 
 def _open_project(path: str) -> Project:
@@ -51,6 +52,8 @@ def _list(args: argparse.Namespace, context: Context) -> int:
 
 def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interpret", action="store_true", help="probe the interpreter path even with a GPU")
+    parser.add_argument("--measure", action="store_true",
+                        help="re-measure this GPU's ceilings (copy GB/s, bf16 matmul TFLOP/s) and cache them")
 
 
 def _nvidia_smi() -> str:
@@ -83,6 +86,12 @@ def _doctor(args: argparse.Namespace, context: Context) -> int:
         rows += [("mode", ready.mode + (f" ({ready.reason})" if ready.reason else "")),
                  ("device", ready.device_name), ("torch", ready.torch_version), ("triton", ready.triton_version),
                  ("python (worker)", ready.python_version), ("worker warm-up", f"{ready.warmup_s:.2f} s")]
+    if ready is not None and ready.mode == "gpu":
+        rows.append(cached_ceilings_row(ready.device_name))
+    if args.measure:
+        measured, measure_code = measure_ceilings(args.interpret)
+        rows += measured
+        code = max(code, measure_code)
     rows.append(("nvidia-smi", _nvidia_smi()))
     for tool in ("ncu", "compute-sanitizer"):
         rows.append((tool, shutil.which(tool) or "not on PATH"))
@@ -96,6 +105,10 @@ def _doctor(args: argparse.Namespace, context: Context) -> int:
 
 
 # -- plugins ----------------------------------------------------------------------------
+
+def _plugins_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("project", nargs="?", help="also the plugin of this project (its workbench_plugin.py)")
+
 
 def _plugins(args: argparse.Namespace, context: Context) -> int:
     for name, origin in loaded_plugins(context.pm):
@@ -155,7 +168,7 @@ def workbench_register_commands(register):
     register(Command("list", "projects and their last verdict", _list_arguments, _list))
     register(Command("doctor", "GPU, driver, torch, triton, interpreter, profilers, caches", _doctor_arguments,
                      _doctor))
-    register(Command("plugins", "the plugins loaded and where they come from", lambda p: None, _plugins))
+    register(Command("plugins", "the plugins loaded and where they come from", _plugins_arguments, _plugins))
     register(Command("history", "a project's recorded runs", _history_arguments, _history))
     register(Command("diff", "the kernel source diff between two runs, beside the change in time",
                      _diff_arguments, _diff))

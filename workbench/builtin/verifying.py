@@ -10,7 +10,7 @@ from pathlib import Path
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
 from ..core.events import Event, StageChanged
 from ..core.project import Project, ProjectError, find_projects
-from ..core.runner import Runner
+from ..core.runner import Runner, default_parallel
 from ..core.session import RunOutcome, run_project
 from ..reports import format_outcome, junit_tree
 
@@ -68,7 +68,7 @@ class Progress:
 
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
     projects = resolve_projects(args.projects)
-    runner = Runner(interpret=args.interpret, keep_warm=len(projects) > 1)
+    runner = Runner(interpret=args.interpret, keep_warm=len(projects) > 1, parallel=default_parallel())
     progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False))
     outcomes = []
     try:

@@ -22,15 +22,40 @@ from typing import Any, Callable
 import torch
 
 from .autotune import AutotuneRecorder
+from .compilewatch import CompileWatch, jit_functions
 from .config import Tolerance, VerifyConfig
-from .contract import Case, KernelModule, find_autotuners, first_line, problem_from_exception
-from .device import gather_facts, gpu_state, device_uuid, load_or_measure
+from .contract import (
+    Case,
+    KernelModule,
+    find_autotuners,
+    first_line,
+    problem_from_exception,
+)
+from .device import device_uuid, gather_facts, gpu_state, load_or_measure
 from .events import BenchResult, CaseResult, Problem, StageChanged
-from .timers import CompileWatch, L2Flusher, jit_functions, measure
-from .timing import BYTES_FROM_KERNEL, BYTES_LOWER_BOUND, FLOPS_FROM_KERNEL, fraction, lower_bound_bytes, \
-    rate_per_s, speedup
-from .verify import ContextPoisoned, Outputs, RunAborted, Verifier, clone_inputs, flatten_outputs, \
-    input_elements, is_cuda_fatal, restore_inputs, select_cases, synchronize
+from .timers import GraphCaptureBroke, L2Flusher, measure
+from .timing import (
+    BYTES_FROM_KERNEL,
+    BYTES_LOWER_BOUND,
+    FLOPS_FROM_KERNEL,
+    fraction,
+    lower_bound_bytes,
+    rate_per_s,
+    speedup,
+)
+from .verify import (
+    ContextPoisoned,
+    Outputs,
+    RunAborted,
+    Verifier,
+    clone_inputs,
+    flatten_outputs,
+    input_elements,
+    is_cuda_fatal,
+    restore_inputs,
+    select_cases,
+    synchronize,
+)
 
 INTERPRETER_REFUSAL = ("benchmarking needs a CUDA GPU, and this run uses the Triton interpreter on the CPU "
                        "({reason}); the interpreter's times say nothing about a kernel's speed, so none are taken. "
@@ -67,7 +92,9 @@ def verification_failed(context: Any) -> bool:
 def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case], str]:
     """The sweep: the cases asked for, else those marked purpose="bench", else the largest case."""
     if indices is not None:
-        return select_cases(km.cases, indices, "bench"), ""
+        missing = sorted(set(indices) - {c.index for c in km.cases})
+        note = f"no case {', '.join(map(str, missing))} in CASES (it has {len(km.cases)})" if missing else ""
+        return select_cases(km.cases, indices, "bench"), note
     marked = [c for c in km.cases if c.purpose == "bench"]
     if marked or len(km.cases) == 1:
         return marked or km.cases, ""
@@ -99,7 +126,8 @@ def bench_stage(context: Any) -> None:
     facts = gather_facts(ceilings)
     facts.notes = notes + ([selection_note] if selection_note else [])
     emit(facts)
-    bencher = CaseBencher(context, facts.copy_gbps, facts.matmul_tflops, L2Flusher(facts.l2_bytes))
+    flusher = L2Flusher(facts.l2_bytes, context.config.bench.l2_flush)
+    bencher = CaseBencher(context, facts.copy_gbps, facts.matmul_tflops, flusher)
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases), case_index=case.index))
         bencher.run(case)
@@ -134,8 +162,8 @@ class BenchChecker(Verifier):
             out = self.km.reference_fn(*clone_inputs(inputs))
             synchronize()
         except Exception as exc:  # noqa: BLE001
-            self.emit(problem_from_exception("reference", exc, self.km.path, f"reference_fn raised on case {case.label}",
-                                             case.index))
+            self.emit(problem_from_exception("reference", exc, self.km.path,
+                                             f"reference_fn raised on case {case.label}", case.index))
             raise RunAborted() from exc
         return Reference(flatten_outputs(out), "native",
                          f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)}); tolerances doubled")
@@ -196,6 +224,9 @@ class CaseBencher:
             self._run(case)
         except (RunAborted, ContextPoisoned):
             raise
+        except GraphCaptureBroke as exc:
+            self.emit(Problem(kind="crash", message=str(exc), case_index=case.index))
+            raise ContextPoisoned(str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 - a failure while timing ends this case, not the run
             if is_cuda_fatal(exc):
                 self.emit(problem_from_exception("crash", exc, self.km.path, "the kernel crashed the GPU context",

@@ -26,6 +26,11 @@ def verification_passed(record: RunRecord) -> bool:
             and all(p.get("kind") in ENVIRONMENT_KINDS for p in problems))
 
 
+def verification_verdict(record: RunRecord) -> str:
+    """The record's verdict, with "passed" for a verified run whose benchmark was refused."""
+    return "passed" if verification_passed(record) else record.verdict
+
+
 def bench_times(data: dict[str, Any]) -> dict[int, float]:
     """case index -> the kernel's median ms, from a record's "bench" entries, when it has any."""
     times = {}

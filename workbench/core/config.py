@@ -16,6 +16,7 @@ overrides what it names:
     rep_ms = 1000                # GPU time per timed series (min_samples .. max_samples samples)
     cuda_graph_below_us = 20     # shorter calls are timed by CUDA-graph replay
     compare_torch_compile = true # also time torch.compile(reference_fn)
+    l2_flush = "read"            # between calls, read 2 x L2 ("write": memset it, as do_bench does)
 
     [tolerance.bfloat16]         # any of float32, tf32, float16, bfloat16
     rtol = 2e-2
@@ -87,6 +88,7 @@ class BenchConfig:
     max_samples: int = 5000
     cuda_graph_below_us: float = 20.0  # shorter calls are timed by CUDA-graph replay, not per-call events
     compare_torch_compile: bool = True
+    l2_flush: str = "read"  # "read": clean cold L2, as under ncu; "write": as triton.testing.do_bench
     timeout_s: float = 600.0  # longest quiet spell in a bench run (a cold torch.compile can take minutes)
 
 
@@ -123,6 +125,8 @@ class ProjectConfig:
             tolerances[dtype_name] = _section(Tolerance, values, f"tolerance.{dtype_name}", path, base=base)
         verify = replace(verify, tolerances=tolerances)
         bench = _section(BenchConfig, data.pop("bench", {}), "bench", path)
+        if bench.l2_flush not in ("read", "write"):
+            raise ConfigError(path, "bench.l2_flush", f"must be 'read' or 'write', not {bench.l2_flush!r}")
         if bench.min_samples < 1:
             raise ConfigError(path, "bench.min_samples", f"must be at least 1, got {bench.min_samples}")
         if bench.max_samples < bench.min_samples:

@@ -249,16 +249,15 @@ def jit_line_ranges(module: ModuleType, path: Path) -> list[tuple[int, int, str]
 
 
 def find_autotuners(module: ModuleType) -> dict[str, Any]:
-    """The @triton.autotune'd kernels defined in the module, by kernel name."""
+    """The @triton.autotune'd kernels defined in the module, by the name they are bound to.
+
+    Keyed by module attribute, not kernel name: two autotuners may wrap one @jit function.
+    """
     try:
         from triton.runtime.autotuner import Autotuner
     except ImportError:  # pragma: no cover - triton always present in a worker
         return {}
-    found = {}
-    for value in vars(module).values():
-        if isinstance(value, Autotuner):
-            found[value.base_fn.__name__] = value
-    return found
+    return {name: value for name, value in vars(module).items() if isinstance(value, Autotuner)}
 
 
 def describe_config(config: Any) -> str:

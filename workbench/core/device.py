@@ -221,31 +221,43 @@ def measure_ceilings(config: Any) -> Ceilings:
     import torch
     import triton
 
-    from .timers import time_with_events
-    from .timing import summarize
-
-    name = torch.cuda.get_device_name()
-    free, _ = torch.cuda.mem_get_info()
-    copy_bytes = min(COPY_BYTES, free // 4)
-    src = torch.randint(-128, 127, (copy_bytes,), dtype=torch.int8, device="cuda")
-    dst = torch.empty_like(src)
-    copy = summarize(time_with_events(lambda: dst.copy_(src), config), "cuda events")
-    del src, dst
-    n = MATMUL_SIZE
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)  # never zeros: they run faster than real data
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    matmul = summarize(time_with_events(lambda: torch.mm(a, b), config), "cuda events")
-    del a, b
+    copy_bytes, copy = _time_copy(config)
+    matmul = _time_matmul(config)
     torch.cuda.empty_cache()
     state = gpu_state(device_uuid())
+    n = MATMUL_SIZE
     return Ceilings(
-        gpu=name,
+        gpu=torch.cuda.get_device_name(),
         copy_gbps=round(2 * copy_bytes / (copy.median_ms * 1e-3) / 1e9, 1),
         matmul_tflops=round(2 * n ** 3 / (matmul.median_ms * 1e-3) / 1e12, 1),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         torch_version=torch.__version__, triton_version=triton.__version__, driver=state.driver,
         method=(f"median of {copy.samples} copies of {copy_bytes >> 20} MiB (bytes read + written) and "
                 f"{matmul.samples} bf16 torch.mm of {n}x{n}x{n} on random data, CUDA events"))
+
+
+def _time_copy(config: Any) -> tuple[int, Any]:
+    import torch
+
+    from .timers import time_with_events
+    from .timing import summarize
+
+    free, _ = torch.cuda.mem_get_info()
+    copy_bytes = min(COPY_BYTES, free // 4)
+    src = torch.randint(-128, 127, (copy_bytes,), dtype=torch.int8, device="cuda")
+    dst = torch.empty_like(src)
+    return copy_bytes, summarize(time_with_events(lambda: dst.copy_(src), config), "cuda events")
+
+
+def _time_matmul(config: Any) -> Any:
+    import torch
+
+    from .timers import time_with_events
+    from .timing import summarize
+
+    a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device="cuda", dtype=torch.bfloat16)  # never zeros: they run fast
+    b = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device="cuda", dtype=torch.bfloat16)
+    return summarize(time_with_events(lambda: torch.mm(a, b), config), "cuda events")
 
 
 def load_or_measure(config: Any, force: bool = False, on_measure: Any = None) -> tuple[Ceilings | None, list[str]]:

@@ -9,7 +9,7 @@
 `submit` kills the run in progress and queues the new one; a run thread takes
 the newest request, clears the project's Triton cache and runs it in a fresh
 warm worker (`session.run_project`). Events reach `on_event(run_id, event)` on
-that thread; events of a run that a newer request overtook are dropped, so a
+that thread; once `submit` returns, no event of an older run is delivered, so a
 consumer only ever sees the run it asked for last. UI-free.
 """
 
@@ -105,10 +105,12 @@ class LiveLoop:
             self.on_start(run_id, request)
 
         def relay(event: Event) -> None:
-            if run_id != self._latest:
+            with self._wakeup:  # delivered under the lock: once submit() returns, older runs are silent
+                current = run_id == self._latest
+                if current:
+                    self.on_event(run_id, event)
+            if not current:
                 self.runner.cancel()  # overtaken after it was taken off the queue: stop it now
-                return
-            self.on_event(run_id, event)
 
         started = time.monotonic()
         try:

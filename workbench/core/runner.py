@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .events import CaseResult, Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, Tally, \
     WorkerReady, event_from_json
@@ -39,9 +39,14 @@ class WorkerStartError(Exception):
 
 
 class WorkerProcess:
-    """One child process and the threads that read its stdout (events) and stderr (log)."""
+    """One child process and the threads that read its stdout (events) and stderr (log).
 
-    def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable):
+    `launcher` is a command the worker runs under (a profiler or sanitizer, e.g.
+    ``["ncu", "--profile-from-start", "off"]``); it must pass stdin and stdout through.
+    """
+
+    def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
+                 launcher: Sequence[str] = ()):
         child_env = dict(os.environ)
         child_env.update(env or {})
         child_env["PYTHONUNBUFFERED"] = "1"
@@ -51,7 +56,7 @@ class WorkerProcess:
             child_env["WORKBENCH_INTERPRET"] = "1"
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
-            [python, "-m", "workbench.core.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [*launcher, python, "-m", "workbench.core.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
             errors="replace", bufsize=1)
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -165,45 +170,79 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+def default_parallel() -> int:
+    """Verification workers: compilation is per process, so shards compile in parallel.
+
+    WORKBENCH_WORKERS overrides; by default one per two cores, at most 8.
+    """
+    configured = os.environ.get("WORKBENCH_WORKERS", "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
 class Runner:
-    """Runs jobs in worker processes, keeping one spare warm when asked to."""
+    """Runs jobs in worker processes, keeping spares warm when asked to.
+
+    Verification is sharded over `parallel` workers: most of a cold run is
+    Triton compiling one specialisation per case shape and dtype, and separate
+    processes compile in parallel. Later stages (benchmarking) run after every
+    shard passed, in one fresh worker, so nothing else is on the GPU while it is timed.
+    """
 
     def __init__(self, interpret: bool = False, keep_warm: bool = False, env: dict[str, str] | None = None,
-                 python: str = sys.executable):
+                 python: str = sys.executable, launcher: Sequence[str] = (), parallel: int = 1):
         self.interpret, self.keep_warm, self.env, self.python = interpret, keep_warm, env or {}, python
-        self._spare: WorkerProcess | None = None
-        self._current: WorkerProcess | None = None
+        self.launcher = list(launcher)
+        self.parallel = max(1, parallel)
+        self._spares: list[WorkerProcess] = []
+        self._active: set[WorkerProcess] = set()
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
 
     # -- worker supply -------------------------------------------------------------------
 
+    def _new_worker(self) -> WorkerProcess:
+        return WorkerProcess(self.interpret, self.env, self.python, self.launcher)
+
     def prewarm(self) -> None:
+        """Start spare workers now (as many as a run takes), so the next run waits for no start-up."""
         with self._lock:
-            if self._spare is None or self._spare.proc.poll() is not None:
-                self._spare = WorkerProcess(self.interpret, self.env, self.python)
+            self._spares = [w for w in self._spares if w.proc.poll() is None]
+            while len(self._spares) < self.parallel:
+                self._spares.append(self._new_worker())
 
     def _take_worker(self) -> WorkerProcess:
         with self._lock:
-            worker, self._spare = self._spare, None
-        if worker is None or worker.proc.poll() is not None:
-            worker = WorkerProcess(self.interpret, self.env, self.python)
+            alive = [w for w in self._spares if w.proc.poll() is None]
+            worker = alive.pop(0) if alive else None
+            self._spares = alive
+        if worker is None:
+            worker = self._new_worker()
         if self.keep_warm:
             self.prewarm()
+        with self._lock:
+            self._active.add(worker)
         return worker
+
+    def _release(self, worker: WorkerProcess) -> None:
+        with self._lock:
+            self._active.discard(worker)
+        worker.kill()
 
     def cancel(self) -> None:
         """Kill the run in progress (kill-then-restart: the caller starts the next run)."""
         self._cancelled.set()
-        worker = self._current
-        if worker is not None:
+        with self._lock:
+            active = list(self._active)
+        for worker in active:
             worker.kill()
 
     def close(self) -> None:
         self.cancel()
         with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is not None:
+            spares, self._spares = self._spares, []
+        for spare in spares:
             spare.kill()
 
     # -- one run ------------------------------------------------------------------------
@@ -214,33 +253,58 @@ class Runner:
         self._cancelled.clear()
         started = time.monotonic()
         tally = Tally()
+        lock = threading.Lock()
 
         def relay(event: Event) -> None:
-            tally.add(event)
-            on_event(event)
+            with lock:
+                tally.add(event)
+                on_event(event)
 
-        restarts = 0
-        pending_job: Job | None = job
-        while pending_job is not None and not self._cancelled.is_set():
-            pending_job = self._run_once(pending_job, relay, timeout_s, interpret_timeout_s)
-            if pending_job is not None:
-                restarts += 1
-                if restarts > MAX_RESTARTS:
-                    left = pending_job.case_indices or []
-                    relay(Problem(kind="crash", message=f"stopped after {MAX_RESTARTS} worker restarts; "
-                                                        f"{len(left)} cases not run"))
-                    break
+        limits = (timeout_s, interpret_timeout_s)
+        if self.parallel > 1 and "verify" in job.stages and job.case_indices != []:
+            cut = job.stages.index("verify") + 1
+            first, rest = job.stages[:cut], job.stages[cut:]
+            self._run_sharded(replace(job, stages=first), relay, limits)
+            if rest and tally.exit_code == 0 and not self._cancelled.is_set():
+                self._run_with_restarts(replace(job, stages=rest), relay, limits)
+        else:
+            self._run_with_restarts(job, relay, limits)
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
         on_event(finished)
         return finished
 
+    def _run_sharded(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
+        """Verification split over `parallel` workers, their events merged into one run."""
+        merged = ShardMerger(relay)
+        n = self.parallel if job.case_indices is None else min(self.parallel, len(job.case_indices))
+        threads = [threading.Thread(target=self._run_with_restarts, daemon=True,
+                                    args=(replace(job, options={**job.options, "shard": [k, n]}),
+                                          merged.relay, limits))
+                   for k in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _run_with_restarts(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
+        restarts = 0
+        pending: Job | None = job
+        while pending is not None and not self._cancelled.is_set():
+            pending = self._run_once(pending, relay, *limits)
+            if pending is not None:
+                restarts += 1
+                if restarts > MAX_RESTARTS:
+                    left = pending.case_indices or []
+                    relay(Problem(kind="crash", message=f"stopped after {MAX_RESTARTS} worker restarts; "
+                                                        f"{len(left)} cases not run"))
+                    return
+
     def _run_once(self, job: Job, relay: OnEvent, timeout_s: float | None,
                   interpret_timeout_s: float | None) -> Job | None:
         """One worker's share of a job. Returns the job for the remaining cases after a crash, else None."""
         worker = self._take_worker()
-        self._current = worker
         try:
             try:
                 ready = worker.wait_ready()
@@ -256,8 +320,7 @@ class Runner:
             limit = (interpret_timeout_s if interpret else timeout_s) or None
             return self._pump(worker, job, relay, limit)
         finally:
-            self._current = None
-            worker.kill()
+            self._release(worker)
 
     def _pump(self, worker: WorkerProcess, job: Job, relay: OnEvent, limit: float | None) -> Job | None:
         planned: list[int] = []
@@ -301,7 +364,7 @@ class Runner:
             if limit:
                 deadline = time.monotonic() + limit
             if isinstance(event, RunStarted):
-                planned = list(event.planned)
+                planned = shard_of(event.planned, job.options.get("shard"))
             elif isinstance(event, StageChanged):
                 stage, current, current_label = event.stage, event.case_index, event.detail
             elif isinstance(event, CaseResult) and not event.config:
@@ -327,4 +390,55 @@ class Runner:
         if stage != "verifying":
             return None
         remaining = [i for i in planned if i not in done]
-        return replace(job, case_indices=remaining, stages=["verify"]) if remaining else None
+        if not remaining:
+            return None
+        # The resumed job names its cases itself: it is no longer a shard of the plan.
+        options = {k: v for k, v in job.options.items() if k != "shard"}
+        return replace(job, case_indices=remaining, stages=["verify"], options=options)
+
+
+def shard_of(cases: list[int], shard: list[int] | None) -> list[int]:
+    """The cases shard [k, n] verifies: every n-th, from the k-th (the worker picks the same)."""
+    if not shard:
+        return list(cases)
+    k, n = shard
+    return list(cases[k::n])
+
+
+class ShardMerger:
+    """Merges the events of verification shards into those of one run.
+
+    One WorkerReady and one RunStarted (the first; RunStarted.planned is the
+    whole plan), progress counted over every shard, each Problem once.
+    """
+
+    def __init__(self, relay: OnEvent):
+        self._relay = relay
+        self._lock = threading.Lock()
+        self._seen_ready = self._seen_started = False
+        self._total = 0
+        self._done: set[int] = set()
+        self._problems: set[tuple[str, str]] = set()
+
+    def relay(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, WorkerReady):
+                if self._seen_ready:
+                    return
+                self._seen_ready = True
+            elif isinstance(event, RunStarted):
+                if self._seen_started:
+                    return
+                self._seen_started = True
+                self._total = len(event.planned)
+            elif isinstance(event, StageChanged) and event.stage == "verifying":
+                event = replace(event, current=min(len(self._done) + 1, self._total or event.total),
+                                total=self._total or event.total)
+            elif isinstance(event, CaseResult) and not event.config:
+                self._done.add(event.case_index)
+            elif isinstance(event, Problem):
+                key = (event.kind, event.message)
+                if key in self._problems:
+                    return
+                self._problems.add(key)
+            self._relay(event)

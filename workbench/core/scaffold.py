@@ -21,7 +21,6 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -74,11 +73,12 @@ class Scaffold:
 
 
 def scaffolds_root() -> Path:
-    """The scaffolds/ folder: the source tree's, or the installed package data."""
-    source_tree = Path(__file__).resolve().parents[2] / "scaffolds"
-    if source_tree.is_dir():
-        return source_tree
-    return Path(str(resources.files("workbench.scaffolds")))
+    """The scaffolds: installed as package data (workbench/scaffolds), else the source tree's scaffolds/."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "scaffolds"
+    if installed.is_dir():
+        return installed
+    return package.parent / "scaffolds"
 
 
 def load_scaffold(directory: Path) -> Scaffold:

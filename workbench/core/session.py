@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .config import ConfigError, ProjectConfig
-from .events import CaseResult, Event, Problem, RunFinished, RunStarted, Tally, WorkerReady
+from .events import AutotuneReport, BenchResult, CaseResult, DeviceFacts, Event, Problem, RunFinished, RunStarted, \
+    Tally, WorkerReady
 from .history import RunRecord, append_record
 from .project import Project, source_hash
 from .runner import Runner
+from .timing import bench_rows, bench_summary
 from .worker import Job
 
 OnEvent = Callable[[Event], None]
@@ -64,6 +66,21 @@ class RunOutcome:
             "cases": [_plain(r) for r in self.of_type(CaseResult)],
             "problems": [_plain(p) for p in self.of_type(Problem)],
             "duration_s": self.finished.duration_s if self.finished else None,
+            **self._bench_fields(),
+        }
+
+    def _bench_fields(self) -> dict[str, Any]:
+        """The benchmark part of the record: GPU facts, timings (record["bench"], read by `workbench diff`),
+        autotuning, and the one-line summary `workbench history` prints."""
+        facts = self.of_type(DeviceFacts)
+        results = self.of_type(BenchResult)
+        if not facts and not results:
+            return {}
+        return {
+            "device_facts": _plain(facts[0]) if facts else None,
+            "bench": bench_rows(results),
+            "autotune": [_plain(a) for a in self.of_type(AutotuneReport)],
+            "bench_summary": bench_summary(results),
         }
 
 
@@ -116,7 +133,9 @@ def run_project(project: Project, runner: Runner, stages: list[str], on_event: O
     project.clear_triton_cache()
     job = build_job(project, config, stages, case_indices, pins, options)
     verify = config.verify
-    runner.run(job, collect, timeout_s=verify.timeout_s, interpret_timeout_s=verify.interpret_timeout_s)
+    # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
+    timeout_s = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
+    runner.run(job, collect, timeout_s=timeout_s, interpret_timeout_s=verify.interpret_timeout_s)
     if outcome.finished is not None and outcome.finished.verdict != "cancelled":
         started_event = outcome.started
         if started_event is None or started_event.source_hash == outcome.source_hash:

@@ -346,4 +346,8 @@ def select_cases(cases: list[Case], indices: list[int] | None, purpose: str) -> 
 def verify_stage(context: Any) -> None:
     """Worker stage "verify" (see worker.STAGES)."""
     cases = select_cases(context.km.cases, context.job.case_indices, "verify")
+    shard = context.job.options.get("shard")
+    if shard:
+        k, n = shard
+        cases = cases[k::n]
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins)

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import watchfiles
 
-from .project import CONFIG_FILE, Project, source_hash
+from .project import Project, source_hash
 
 MISSING = "missing"
 

@@ -94,6 +94,10 @@ def _warm_up() -> tuple[Any, str, str, str]:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
+    if mode == "interpreter":
+        from .interpreter_fixes import apply
+
+        apply()
     return torch, mode, device_name, reason
 
 

@@ -12,8 +12,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..core.events import AutotuneReport, BenchResult, CaseResult, DeviceFacts, Event, LogLine, Problem, \
-    RunFinished, RunStarted, StageChanged, Tally, WorkerReady
+from ..core.events import ENVIRONMENT_KINDS, AutotuneReport, BenchResult, CaseResult, DeviceFacts, Event, LogLine, \
+    Problem, RunFinished, RunStarted, StageChanged, Tally, WorkerReady
 from ..core.liveloop import RunRequest
 from ..core.watch import Save
 
@@ -31,10 +31,12 @@ class CaseRow:
     configs: list[CaseResult] = field(default_factory=list)  # each autotune config forced in turn
     problems: list[Problem] = field(default_factory=list)
 
+    run_over: bool = False  # the run ended: a case with no result was never reached
+
     @property
     def status(self) -> str:
         if self.result is None:
-            return "error" if self.problems else "pending"
+            return "error" if self.problems else "not run" if self.run_over else "pending"
         if self.result.status == "passed" and any(c.status in ("failed", "error") for c in self.configs):
             return "failed"
         return self.result.status
@@ -72,6 +74,7 @@ class RunState:
     autotune: list[AutotuneReport] = field(default_factory=list)
     logs: list[LogLine] = field(default_factory=list)
     finished: RunFinished | None = None
+    planned: list[int] = field(default_factory=list)  # verification's cases, in order
     benchmarking: bool = False
     verdict_at: float | None = None  # wall clock when the verdict became known
     bench_at: float | None = None  # ... and the first benchmark result
@@ -82,7 +85,9 @@ class RunState:
         if isinstance(event, WorkerReady):
             self.ready = event
         elif isinstance(event, RunStarted):
-            self.started = event
+            # A worker that replaced a crashed one starts again with the cases left: keep the first.
+            self.started = self.started or event
+            self.planned += [i for i in event.planned if i not in self.planned]
             for index in event.planned:
                 self.rows.setdefault(index, CaseRow(index=index, label=f"case {index}"))
             changed.add("cases")
@@ -103,6 +108,8 @@ class RunState:
                 row.result = event
             changed.add("cases")
         elif isinstance(event, Problem):
+            if event.kind in ENVIRONMENT_KINDS and self.started is not None:
+                self.benchmarking = True  # the bench stage refusing (no GPU): verification is over
             if self.benchmarking:
                 self.bench_problems.append(event)
                 changed.add("bench")
@@ -115,10 +122,11 @@ class RunState:
                     changed.add("cases")
             changed.add("log")
         elif isinstance(event, DeviceFacts):
-            self.device = event
+            self.device, self.benchmarking = event, True
             changed.add("bench")
-        elif isinstance(event, BenchResult):
-            self.bench.append(event)
+        elif isinstance(event, BenchResult):  # a case timed again replaces its earlier row
+            self.bench = [b for b in self.bench if b.case_index != event.case_index] + [event]
+            self.benchmarking = True
             changed.add("bench")
         elif isinstance(event, AutotuneReport):
             self.autotune.append(event)
@@ -128,6 +136,8 @@ class RunState:
             changed.add("log")
         elif isinstance(event, RunFinished):
             self.finished = event
+            for row in self.rows.values():
+                row.run_over = True
             changed |= {"cases", "bench", "autotune"}
         if self.verdict_at is None and self.verdict_known:
             self.verdict_at = time.time()
@@ -142,6 +152,11 @@ class RunState:
         if self.started is not None:
             return self.started.source_hash
         return self.request.save.kernel_hash if self.request.save else ""
+
+    @property
+    def bench_refused(self) -> bool:
+        """The bench stage said it cannot time here (no GPU)."""
+        return any(p.kind in ENVIRONMENT_KINDS for p in self.bench_problems)
 
     @property
     def verdict_known(self) -> bool:
@@ -184,8 +199,7 @@ class RunState:
         return any(row.result is not None for row in self.rows.values())
 
     def ordered_rows(self) -> list[CaseRow]:
-        order = self.started.planned if self.started else []
-        ranked = {index: n for n, index in enumerate(order)}
+        ranked = {index: n for n, index in enumerate(self.planned)}
         return sorted(self.rows.values(), key=lambda r: (ranked.get(r.index, len(ranked)), r.index))
 
     def first_location(self) -> tuple[str, int] | None:
@@ -223,14 +237,15 @@ class LiveSession:
 
     project_name: str
     kernel_name: str
-    current: RunState | None = None  # the newest run asked for (running or finished)
+    latest: RunState | None = None  # the newest run asked for: the status line follows its progress
+    current: RunState | None = None  # the run whose results are on screen (the latest, once it reports)
     benched: RunState | None = None  # the newest run whose benchmark is on screen
     last_save: Save | None = None
-    pending: bool = False  # a save was accepted and its run has not reported yet
     missing: tuple[str, ...] = ()
     bench_on: bool = True
     bench_unavailable: str = ""  # why the bench stage cannot run at all here
-    pins: dict[str, int] = field(default_factory=dict)
+    pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
+    pin_labels: dict[str, str] = field(default_factory=dict)  # ... and that config, described
     ready: WorkerReady | None = None  # the last worker that reported in
     kernel_times: list[float] = field(default_factory=list)  # kernel time (ms) per timed run, oldest first
 
@@ -241,8 +256,8 @@ class LiveSession:
     @property
     def stale(self) -> bool:
         """What is on screen is not the verdict of the source on disk."""
-        if self.pending or self.missing:
-            return True
+        if self.missing or self.latest is not self.current:
+            return True  # a newer save (or rerun) is pending
         run = self.current
         return bool(run and self.disk_hash and run.source_hash and run.source_hash != self.disk_hash)
 

@@ -10,12 +10,12 @@ from rich.text import Text
 from ..core.changes import SpeedChange
 
 MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
-        "cancelled": "⊘"}
+        "cancelled": "⊘", "not run": "–"}
 MARK_COLOR = {"passed": "green3", "failed": "red1", "error": "red1", "skipped": "grey50", "pending": "grey42",
-              "running": "yellow", "cancelled": "grey50"}
+              "running": "yellow", "cancelled": "grey50", "not run": "grey50"}
 BLOCKS = " ▏▎▍▌▋▊▉█"
 SPARKS = "▁▂▃▄▅▆▇█"
-HEAT = ["#1f2937", "#3b4a2f", "#6b6b1f", "#a16207", "#c2410c", "#dc2626", "#ff3b3b"]
+HEAT = ["#2a2f3a", "#d4a017", "#e08a00", "#e06000", "#d93a25", "#ff1f1f"]  # clean, then few bad .. all bad
 
 
 def status_text(status: str, label: str | None = None) -> Text:
@@ -93,18 +93,21 @@ def spark(values: list[float], width: int = 24) -> Text:
     return text
 
 
-def heat_map(grid: list[list[float]] | None) -> Text:
-    """The coarse error map: one cell per region, darker is clean, red is all bad."""
-    if not grid:
+def heat_map(grid: list[list[float]] | None, max_width: int = 48) -> Text:
+    """The coarse error map: one cell per region of the output; grey is clean, amber to red is bad."""
+    if not grid or not grid[0]:
         return Text("no error map (nothing wrong, or a scalar output)", style="grey50")
+    columns = len(grid[0])
+    group = max(1, -(-columns // max_width))  # cells merged per character, keeping the worst
+    cell = "██" if columns * 2 <= max_width else "█"
     text = Text()
     for row in grid:
-        for fraction in row:
+        for start in range(0, columns, group):
+            fraction = max(row[start:start + group])
             if fraction <= 0:
-                text.append("··", style="grey30")
+                text.append("·" * len(cell), style="grey30")
             else:
-                level = 1 + min(len(HEAT) - 2, int(fraction * (len(HEAT) - 1)))
-                text.append("██", style=HEAT[level])
+                text.append(cell, style=HEAT[min(len(HEAT) - 1, 1 + int(fraction * (len(HEAT) - 1)))])
         text.append("\n")
     text.append("clean ", style="grey50")
     for color in HEAT[1:]:

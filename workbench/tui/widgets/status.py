@@ -23,7 +23,7 @@ class StatusBar(Static):
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         grid.add_column(justify="right", no_wrap=True)
         grid.add_row(identity_line(session), trend_line(session))
-        grid.add_row(pipeline_line(session.current), verdict_line(session))
+        grid.add_row(pipeline_line(session.latest), verdict_line(session))
         self.update(grid)
         self.set_class(session.stale, "-stale")
 
@@ -47,8 +47,6 @@ def identity_line(session: LiveSession) -> Text:
     else:
         text.append("CPU ", style="bold yellow")
         text.append(f"Triton interpreter ({ready.reason})" if ready.reason else "Triton interpreter")
-    if ready is not None:
-        text.append(f"  torch {ready.torch_version} · triton {ready.triton_version}", style="grey50")
     text.append("  │  ", style="grey35")
     if session.bench_unavailable:
         text.append("bench unavailable", style="grey50")
@@ -57,6 +55,8 @@ def identity_line(session: LiveSession) -> Text:
         text.append("on" if session.bench_on else "off", style="bold green3" if session.bench_on else "grey50")
     for kernel, index in sorted(session.pins.items()):
         text.append(f"  📌 {kernel}#{index}", style="bold cyan")
+    if ready is not None:  # last: the first thing to go when the line is too long
+        text.append(f"  │  torch {ready.torch_version} · triton {ready.triton_version}", style="grey50")
     return text
 
 
@@ -85,9 +85,11 @@ def pipeline_line(run: RunState | None) -> Text:
             label = f"verify {run.stage.current}/{run.stage.total}"
             if phase == "verify" and run.stage.detail:
                 label += f" {run.stage.detail}"
-        if name == "bench" and run.benchmarking and run.stage is not None and run.stage.total:
+        if name == "bench" and run.stage is not None and run.stage.stage == "benchmarking" and run.stage.total:
             label = f"bench {run.stage.current}/{run.stage.total}"
-        if n < reached or phase == "done":
+        if name == "bench" and (run.bench_refused or (run.finished is not None and not run.bench)):
+            text.append(f"⊘ {'bench unavailable' if run.bench_refused else 'not benchmarked'}", style="grey50")
+        elif n < reached or phase == "done":
             text.append(f"✔ {label}", style="green3")
         elif n == reached and run.finished is None:
             text.append(f"● {label}", style="bold yellow")
@@ -109,13 +111,12 @@ def verdict_line(session: LiveSession) -> Text:
         return text
     verdict = run.verdict
     if verdict != "running":
-        tally = run.tally()
-        label = VERDICT_LABEL.get(verdict, verdict.upper())
-        counts = f" {tally.passed}/{tally.passed + tally.failed + tally.errors}"
+        rows = [r for r in run.rows.values() if r.status != "skipped"]
+        bad = sum(r.status in ("failed", "error") for r in rows)
+        counts = {"passed": f" {len(rows)} cases", "failed": f" {bad} of {len(rows)} cases"}.get(verdict, "")
         style = {"passed": "bold black on green3", "failed": "bold white on red3",
                  "error": "bold white on red3"}.get(verdict, "bold black on grey50")
-        text.append(f" {MARK.get(verdict, '')} {label}{counts if verdict in ('passed', 'failed') else ''} ",
-                    style=style)
+        text.append(f" {MARK.get(verdict, '')} {VERDICT_LABEL.get(verdict, verdict.upper())}{counts} ", style=style)
     else:
         text.append(f" {MARK['running']} running ", style=f"bold {MARK_COLOR['running']}")
     saved = run.request.save.saved_at if run.request.save else run.request.requested_at

@@ -1,0 +1,395 @@
+"""Save -> verdict and save -> benchmark latency of the live loop, against the plain loop a user would script.
+
+    python benchmarks/loop_latency.py                       # the shipped rmsnorm project, 8 saves
+    python benchmarks/loop_latency.py --saves 12 --json out.json
+    python benchmarks/loop_latency.py --project path/to/project
+
+A copy of the project is edited the way an editor saves (temp file, rename over kernel.py); each
+save changes the source, so Triton recompiles from the project's cleared cache every time.
+
+- workbench: the real app (`workbench watch`), headless, with its real watcher and warm workers.
+  Times run from the save to the moment the verdict, the first benchmark row and the whole
+  benchmark table are on screen (recorded after the screen refresh that shows them).
+- plain loop: what a user scripts without the workbench. On each save, a fresh `python` runs a
+  verify script (import torch, triton and kernel.py, compare kernel_fn with reference_fn on the
+  verification cases), then a fresh `python` runs a benchmark script (triton.testing.do_bench on
+  the benchmark cases). Each save gets a fresh TRITON_CACHE_DIR, as the workbench's cleared cache.
+  The plain loop is started the instant the file is saved (no watcher), which favours it.
+- the share of the workbench's save -> verdict that is Triton compilation and kernel execution: a
+  warm probe process (torch, triton, CUDA up, cold cache) calls kernel_fn twice per verification
+  case; the first call costs compilation + execution, the second execution alone.
+
+Targets (H100): verdict <= 1.5 s, benchmark complete <= 4 s after the save, >= 4x the plain loop.
+Without a GPU the loop runs under the Triton interpreter and benchmarking is reported unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workbench.core.events import CaseResult  # noqa: E402
+from workbench.core.project import Project, source_hash  # noqa: E402
+from workbench.tui.app import WorkbenchApp  # noqa: E402
+from workbench.tui.messages import RunEvent, SaveAccepted  # noqa: E402
+
+TARGET_VERDICT_S, TARGET_BENCH_S, TARGET_SPEEDUP = 1.5, 4.0, 4.0
+
+LOAD_KERNEL = '''
+import importlib.util, sys, time, torch, triton
+spec = importlib.util.spec_from_file_location("user_kernel", sys.argv[1])
+km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
+cases = [dict(c) for c in getattr(km, "CASES", [{}])]
+'''
+
+PLAIN_VERIFY = LOAD_KERNEL + '''
+tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
+for case in cases:
+    if case.pop("purpose", "verify") != "verify":
+        continue
+    inputs = km.get_inputs(**case)
+    out = km.kernel_fn(*inputs)
+    ref = km.reference_fn(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
+    t = tol.get(out.dtype, 1e-5)
+    torch.testing.assert_close(out, ref.to(out.dtype), rtol=t, atol=t)
+print("VERDICT passed", flush=True)
+'''
+
+PLAIN_BENCH = LOAD_KERNEL + '''
+from triton.testing import do_bench
+for case in cases:
+    if case.pop("purpose", "verify") != "bench":
+        continue
+    inputs = km.get_inputs(**case)
+    ms = do_bench(lambda: km.kernel_fn(*inputs))
+    ref_ms = do_bench(lambda: km.reference_fn(*inputs))
+    print(f"BENCH {case} kernel {ms:.4f} ms reference {ref_ms:.4f} ms", flush=True)
+'''
+
+# Warm probe: times compilation + execution (first call) and execution (second call) per verify case.
+PROBE = '''
+import importlib.util, json, os, sys, time, torch, triton
+gpu = torch.cuda.is_available()
+sync = torch.cuda.synchronize if gpu else (lambda: None)
+if gpu:
+    torch.zeros(1, device="cuda")
+print("READY", flush=True)
+path = sys.stdin.readline().strip()
+os.environ["TRITON_CACHE_DIR"] = sys.stdin.readline().strip()
+spec = importlib.util.spec_from_file_location("user_kernel", path)
+km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
+first = second = 0.0
+for case in [dict(c) for c in getattr(km, "CASES", [{}])]:
+    if case.pop("purpose", "verify") != "verify":
+        continue
+    inputs = km.get_inputs(**case)
+    sync(); t = time.perf_counter(); km.kernel_fn(*inputs); sync(); first += time.perf_counter() - t
+    sync(); t = time.perf_counter(); km.kernel_fn(*inputs); sync(); second += time.perf_counter() - t
+print(json.dumps({"compile_s": first - second, "execute_s": second}), flush=True)
+'''
+
+
+def editor_save(path: Path, text: str) -> float:
+    """Save as an editor does; returns the wall-clock time of the save."""
+    tmp = path.with_name(f".{path.name}.swp")
+    tmp.write_text(text)
+    saved = time.time()
+    os.replace(tmp, path)
+    return saved
+
+
+def edited(source: str, n: int) -> str:
+    return source + f"\n# save {n}: {time.time()}\n"
+
+
+# -- the workbench -------------------------------------------------------------------------------------
+
+
+@dataclass
+class SaveTimes:
+    saved: float
+    source_hash: str
+    accepted: float | None = None
+    arrivals: dict[str, float] = field(default_factory=dict)  # first arrival of each milestone
+    verify_work_s: float = 0.0  # the worker's own time on the verification cases
+
+    def mark(self, name: str, when: float) -> None:
+        self.arrivals.setdefault(name, when)
+
+
+class TimedApp(WorkbenchApp):
+    """The real app; it also notes when each milestone of the watched save reaches the UI.
+
+    Textual calls the base class's handler after these (handlers run along the MRO): no super().
+    """
+
+    watched: SaveTimes | None = None
+
+    def on_save_accepted(self, message: SaveAccepted) -> None:
+        if self.watched is not None and message.save.kernel_hash == self.watched.source_hash:
+            self.watched.accepted = time.time()
+
+    def on_run_event(self, message: RunEvent) -> None:
+        watched, event = self.watched, message.event
+        if watched is not None and message.run_id == self.loop.latest:
+            now = time.time()
+            watched.mark(type(event).__name__, now)
+            verifying = not self.runs[message.run_id].benchmarking if message.run_id in self.runs else False
+            if isinstance(event, CaseResult) and not event.config and verifying:
+                watched.verify_work_s += event.duration_s
+                watched.mark("first case result", now)
+                watched.arrivals["last case result"] = now
+
+
+def shown(app: WorkbenchApp, what: str, source_hash: str) -> float | None:
+    return next((t for w, _, h, t in app.timeline if w == what and h == source_hash), None)
+
+
+async def workbench_loop(project: Project, saves: int, timeout: float,
+                         screenshot: Path | None = None) -> tuple[list[SaveTimes], list[dict]]:
+    app = TimedApp(project)
+    base = project.kernel_path.read_text()
+    results: list[SaveTimes] = []
+    rows: list[dict] = []
+    async with app.run_test(size=(160, 45)) as pilot:
+        async def until(predicate, what: str) -> None:
+            deadline = time.monotonic() + timeout
+            while not predicate():
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"timed out waiting for {what}")
+                await pilot.pause(0.005)
+
+        def run_over() -> bool:
+            run = app.session.current
+            return run is not None and run.finished is not None and app.session.latest is run
+
+        await until(run_over, "the first run (cold start, ceilings measured once per GPU)")
+        for n in range(saves):
+            await pilot.pause(1.0)  # a person's pause between saves; the next worker warms meanwhile
+            text = edited(base, n)
+            times = SaveTimes(saved=0.0, source_hash=source_hash(text.encode()))
+            app.watched = times
+            times.saved = editor_save(project.kernel_path, text)
+            await until(lambda: shown(app, "verdict", times.source_hash) is not None, "the verdict")
+            await until(run_over, "the end of the run")
+            await pilot.pause(0.05)
+            run = app.session.current
+            row = {
+                "verdict": run.verdict,
+                "verdict_s": shown(app, "verdict", times.source_hash) - times.saved,
+                "first_bench_s": (shown(app, "bench", times.source_hash) or times.saved - 1) - times.saved,
+                "bench_done_s": (times.arrivals.get("RunFinished", times.saved) - times.saved) if run.bench else None,
+                "accepted_s": (times.accepted or times.saved) - times.saved,
+                "worker_ready_s": times.arrivals.get("WorkerReady", times.saved) - times.saved,
+                "run_started_s": times.arrivals.get("RunStarted", times.saved) - times.saved,
+                "last_case_s": times.arrivals.get("last case result", times.saved) - times.saved,
+                "verify_work_s": times.verify_work_s,
+                "bench_cases": len(run.bench),
+                "bench_note": next((p.message for p in run.bench_problems), ""),
+            }
+            if not run.bench:
+                row["first_bench_s"] = None
+            results.append(times)
+            rows.append(row)
+            print(f"  save {n + 1}: verdict {row['verdict']} in {row['verdict_s']:.2f} s"
+                  + (f", first bench row {row['first_bench_s']:.2f} s, bench complete {row['bench_done_s']:.2f} s"
+                     if row["first_bench_s"] is not None else ", no benchmark"), flush=True)
+        if screenshot is not None:
+            app.save_screenshot(str(screenshot.name), str(screenshot.parent))
+        mode = app.session.ready.mode if app.session.ready else "?"
+        device = app.session.ready.device_name if app.session.ready else "?"
+    rows.append({"mode": mode, "device": device})
+    return results, rows
+
+
+# -- the plain loop ------------------------------------------------------------------------------------
+
+
+def plain_loop(project: Project, saves: int, gpu: bool, scripts: Path) -> list[dict]:
+    (scripts / "verify_plain.py").write_text(PLAIN_VERIFY)
+    (scripts / "bench_plain.py").write_text(PLAIN_BENCH)
+    base = project.kernel_path.read_text()
+    rows = []
+    for n in range(saves):
+        cache = tempfile.mkdtemp(prefix="plain-triton-cache-")
+        env = {**os.environ, "TRITON_CACHE_DIR": cache}
+        if not gpu:
+            env["TRITON_INTERPRET"] = "1"
+        saved = editor_save(project.kernel_path, edited(base, 1000 + n))
+        verify = subprocess.run([sys.executable, str(scripts / "verify_plain.py"), str(project.kernel_path)],
+                                env=env, capture_output=True, text=True)
+        verdict_s = time.time() - saved
+        row = {"verdict_s": verdict_s, "verify_ok": verify.returncode == 0, "first_bench_s": None,
+               "bench_done_s": None}
+        if verify.returncode != 0:
+            row["error"] = verify.stderr.strip().splitlines()[-1:]
+        if gpu:
+            proc = subprocess.Popen([sys.executable, str(scripts / "bench_plain.py"), str(project.kernel_path)],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith("BENCH") and row["first_bench_s"] is None:
+                    row["first_bench_s"] = time.time() - saved
+            proc.wait()
+            row["bench_done_s"] = time.time() - saved
+        shutil.rmtree(cache, ignore_errors=True)
+        rows.append(row)
+        if verify.returncode != 0:
+            print(f"  plain save {n + 1}: the verify script failed: {row['error']}", flush=True)
+        print(f"  plain save {n + 1}: verdict in {verdict_s:.2f} s"
+              + (f", bench complete {row['bench_done_s']:.2f} s" if row["bench_done_s"] else ""), flush=True)
+    return rows
+
+
+def compile_share(project: Project, gpu: bool, repeats: int) -> dict:
+    """Triton compilation and kernel execution on the verification cases, in a warm process, cold cache."""
+    env = {**os.environ}
+    if not gpu:
+        env["TRITON_INTERPRET"] = "1"
+    samples = []
+    for _ in range(repeats):
+        proc = subprocess.Popen([sys.executable, "-c", PROBE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdout.readline()  # READY: torch, triton imported, CUDA up
+        cache = tempfile.mkdtemp(prefix="probe-triton-cache-")
+        proc.stdin.write(f"{project.kernel_path}\n{cache}\n")
+        proc.stdin.flush()
+        samples.append(json.loads(proc.stdout.readline()))
+        proc.wait()
+        shutil.rmtree(cache, ignore_errors=True)
+    return {k: statistics.median(s[k] for s in samples) for k in ("compile_s", "execute_s")}
+
+
+# -- report --------------------------------------------------------------------------------------------
+
+
+def med(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value: float | None) -> str:
+    return "   n/a" if value is None else f"{value:6.2f} s"
+
+
+def spread(values) -> str:
+    values = [v for v in values if v is not None]
+    return f"[{min(values):.2f}-{max(values):.2f}]" if values else ""
+
+
+def shipped_project() -> Path:
+    for candidate in (ROOT / "projects" / "rmsnorm", ROOT / "scaffolds" / "rmsnorm"):
+        if (candidate / "kernel.py").is_file():
+            return candidate
+    raise SystemExit("no rmsnorm project: run `workbench new rmsnorm` first")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--project", type=Path, default=None, help="default: projects/rmsnorm (or its scaffold)")
+    parser.add_argument("--saves", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for any one milestone")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--screenshot", type=Path, help="save the app's last screen here (SVG)")
+    args = parser.parse_args()
+
+    source = args.project or shipped_project()
+    work = Path(tempfile.mkdtemp(prefix="loop-latency-"))
+    copy = work / "rmsnorm"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".workbench", "__pycache__"))
+    project = Project.open(copy)
+    print(f"project: {source} (copied to {copy})", flush=True)
+
+    print("workbench loop (the app, headless):", flush=True)
+    _, wb_rows = asyncio.run(workbench_loop(project, args.saves, args.timeout, args.screenshot))
+    info = wb_rows.pop()
+    gpu = info["mode"] == "gpu"
+    if gpu:
+        print(f"plain loop (fresh python per script, on {info['device']}):", flush=True)
+        plain_rows = plain_loop(project, args.saves, gpu, work)
+        print("compilation/execution probe:", flush=True)
+        probe = compile_share(project, gpu, repeats=3)
+    else:  # the plain scripts ask for device="cuda": only the workbench maps that to the CPU
+        print("no GPU: the plain loop and the compilation probe need one; the workbench loop ran under the "
+              "Triton interpreter", flush=True)
+        plain_rows = [{"verdict_s": None, "first_bench_s": None, "bench_done_s": None}]
+        probe = {"compile_s": 0.0, "execute_s": 0.0}
+
+    wb_verdict, plain_verdict = med(r["verdict_s"] for r in wb_rows), med(r["verdict_s"] for r in plain_rows)
+    wb_first, plain_first = med(r["first_bench_s"] for r in wb_rows), med(r["first_bench_s"] for r in plain_rows)
+    wb_done, plain_done = med(r["bench_done_s"] for r in wb_rows), med(r["bench_done_s"] for r in plain_rows)
+
+    def ratio(plain, wb):
+        return f"{plain / wb:5.1f}x" if plain and wb else "   n/a"
+
+    print()
+    print(f"loop latency · {source.name} · {info['device']} ({info['mode']}) · {args.saves} saves · "
+          "median [min-max] after the save")
+    print(f"  {'':30} {'workbench':>22} {'plain loop':>22} {'speed-up':>9}")
+    for label, wb_key, plain_key, wb_v, plain_v in (
+            ("verdict on screen", "verdict_s", "verdict_s", wb_verdict, plain_verdict),
+            ("first benchmark row", "first_bench_s", "first_bench_s", wb_first, plain_first),
+            ("benchmark complete", "bench_done_s", "bench_done_s", wb_done, plain_done)):
+        print(f"  {label:30} {fmt(wb_v)} {spread(r[wb_key] for r in wb_rows):>13} "
+              f"{fmt(plain_v)} {spread(r[plain_key] for r in plain_rows):>13} {ratio(plain_v, wb_v):>9}")
+    notes = {r["bench_note"] for r in wb_rows if r["bench_note"]}
+    for note in notes:
+        print(f"  benchmarking: {note[:150]}")
+
+    accepted = med(r["accepted_s"] for r in wb_rows)
+    ready = med(r["worker_ready_s"] for r in wb_rows)
+    started = med(r["run_started_s"] for r in wb_rows)
+    last_case = med(r["last_case_s"] for r in wb_rows)
+    work_s = med(r["verify_work_s"] for r in wb_rows)
+    kernel_share = probe["compile_s"] + probe["execute_s"]
+    print()
+    if not gpu:
+        return 0
+    print("where save -> verdict goes (workbench, medians):")
+    print(f"  watcher: save seen, debounced, hashed          {accepted:6.3f} s")
+    print(f"  cancel old run, clear cache, warm worker ready {ready - accepted:6.3f} s")
+    print(f"  worker imports kernel.py                       {started - ready:6.3f} s")
+    print(f"  verification cases in the worker               {last_case - started:6.3f} s "
+          f"(the cases' own time: {work_s:.3f} s)")
+    print(f"  verdict to screen                              {wb_verdict - last_case:6.3f} s")
+    print(f"  Triton compilation (probe, cold cache)         {probe['compile_s']:6.3f} s")
+    print(f"  kernel execution (probe)                       {probe['execute_s']:6.3f} s")
+    print(f"  => compilation + execution {kernel_share / wb_verdict:5.0%} of save -> verdict; "
+          f"the workbench's own overhead {max(0.0, wb_verdict - kernel_share):.3f} s "
+          f"({max(0.0, wb_verdict - kernel_share) / wb_verdict:.0%}: watcher, hand-off, verification battery "
+          "beyond one call per case, rendering)")
+
+    if gpu:
+        print()
+        print("targets:")
+        checks = [("verdict <= 1.5 s", wb_verdict is not None and wb_verdict <= TARGET_VERDICT_S),
+                  ("benchmark complete <= 4 s", wb_done is not None and wb_done <= TARGET_BENCH_S),
+                  (">= 4x the plain loop (verdict)", bool(plain_verdict and wb_verdict and
+                                                          plain_verdict / wb_verdict >= TARGET_SPEEDUP)),
+                  (">= 4x the plain loop (benchmark)", bool(plain_done and wb_done and
+                                                            plain_done / wb_done >= TARGET_SPEEDUP))]
+        for label, ok in checks:
+            print(f"  {'PASS' if ok else 'MISS'}  {label}")
+    if args.json:
+        args.json.write_text(json.dumps({"project": str(source), **info, "workbench": wb_rows, "plain": plain_rows,
+                                         "probe": probe}, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The timing path on a real GPU (marker `gpu`: skipped without CUDA)."""
+
+import json
+
+import kernels
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+QUICK = "[bench]\nwarmup_ms = 50\nrep_ms = 200\ncompare_torch_compile = {compile}\n"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def quick_config():
+    from workbench.core.config import BenchConfig
+
+    return BenchConfig(warmup_ms=50.0, rep_ms=200.0)
+
+
+def test_flush_buffer_is_at_least_twice_the_l2():
+    import torch
+
+    from workbench.core.timers import L2Flusher
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    for mode in ("read", "write"):
+        flusher = L2Flusher(l2, mode)
+        assert flusher.nbytes >= 2 * l2
+        assert flusher.buffer.numel() * flusher.buffer.element_size() == flusher.nbytes
+        flusher()
+        assert mode in flusher.label
+    with pytest.raises(ValueError):
+        L2Flusher(l2, "sideways")
+
+
+def test_events_time_a_copy_at_a_plausible_bandwidth(quick_config):
+    import torch
+
+    from workbench.core.timers import L2Flusher, time_with_events
+    from workbench.core.timing import summarize
+
+    src = torch.randn(64 << 20, device="cuda")  # 256 MiB
+    dst = torch.empty_like(src)
+    samples = time_with_events(lambda: dst.copy_(src), quick_config, L2Flusher(None))
+    timing = summarize(samples, "events")
+    gbps = 2 * src.numel() * 4 / (timing.median_ms * 1e-3) / 1e9
+    assert timing.samples >= quick_config.min_samples
+    assert 200 < gbps < 20000, f"{gbps:.0f} GB/s is not a GPU copy"
+    assert (timing.q75_ms - timing.q25_ms) / timing.median_ms < 0.10
+
+
+def test_slow_host_launches_stay_out_of_the_samples(quick_config):
+    import time
+
+    import torch
+
+    from workbench.core.timers import time_with_events
+
+    x = torch.randn(4096, device="cuda")
+
+    def slow_launcher():  # 200 µs of Python before a kernel of a few µs
+        time.sleep(0.0002)
+        x.mul_(1.0)
+
+    samples = sorted(time_with_events(slow_launcher, quick_config))
+    assert samples[len(samples) // 2] < 0.05, "the host's 200 µs leaked into the GPU time"
+
+
+def test_short_calls_are_timed_by_graph_replay(quick_config):
+    import torch
+
+    from workbench.core.compilewatch import CompileWatch
+    from workbench.core.timers import L2Flusher, measure
+
+    x = torch.randn(4096, device="cuda")
+    measured = measure(lambda: x * 2, quick_config, L2Flusher(None), CompileWatch(), "tiny")
+    assert measured.timing is not None
+    assert measured.timing.method.startswith("cuda graph"), measured.notes
+    assert 0 < measured.timing.median_ms < 0.02
+    assert any("per-call events gave" in n for n in measured.notes)
+
+
+def test_a_call_that_syncs_falls_back_to_events(quick_config):
+    import dataclasses
+
+    import torch
+
+    from workbench.core.compilewatch import CompileWatch
+    from workbench.core.timers import L2Flusher, measure
+
+    x = torch.randn(4096, device="cuda")
+    graph_everything = dataclasses.replace(quick_config, cuda_graph_below_us=1e6)
+    measured = measure(lambda: float(x.sum()), graph_everything, L2Flusher(None), CompileWatch(), "syncs")
+    assert measured.timing.method.startswith("cuda events")
+    assert any("synchronizes with the host" in n for n in measured.notes), measured.notes
+    torch.randn(4, device="cuda")  # no capture was attempted, so nothing was left broken
+
+
+def test_a_failed_capture_is_recovered_from(quick_config):
+    import torch
+
+    from workbench.core.timers import (
+        L2Flusher,
+        recover_from_failed_capture,
+        time_with_graph,
+    )
+
+    x = torch.randn(4096, device="cuda")
+    with pytest.raises(Exception):
+        time_with_graph(lambda: float(x.sum()), quick_config, L2Flusher(None))
+    recover_from_failed_capture()
+    assert torch.randn(4, device="cuda").isfinite().all()  # random ops work again
+
+
+def test_compile_watch_sees_a_compile_inside_the_region():
+    import torch
+    import triton
+    import triton.language as tl
+
+    from workbench.core.compilewatch import CompileWatch
+
+    @triton.jit
+    def fresh_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+    x = torch.zeros(16, device="cuda")
+    with CompileWatch([fresh_kernel]) as watch:
+        fresh_kernel[(1,)](x, 16, BLOCK=16)
+    assert watch.compiled >= 1
+    with CompileWatch([fresh_kernel]) as watch:
+        fresh_kernel[(1,)](x, 16, BLOCK=16)
+    assert watch.compiled == 0
+
+
+def test_ceilings_are_measured_once_then_read_from_the_cache(cache_dir, quick_config):
+    from workbench.core.device import ceilings_path, load_or_measure
+
+    measured_now = []
+    first, notes = load_or_measure(quick_config, on_measure=lambda: measured_now.append(1))
+    assert measured_now == [1] and "cached in" in notes[0]
+    assert 200 < first.copy_gbps < 20000 and 10 < first.matmul_tflops < 5000
+    assert ceilings_path(first.gpu).is_file() and first.measured_at and first.torch_version
+    again, notes = load_or_measure(quick_config, on_measure=lambda: measured_now.append(2))
+    assert again == first and measured_now == [1]
+    ceilings_path(first.gpu).write_text("{broken")
+    fixed, notes = load_or_measure(quick_config)
+    assert "ignored and re-measured" in notes[0] and fixed.copy_gbps > 0
+
+
+def test_bench_end_to_end(cli, make_project, cache_dir):
+    project = make_project(kernels.GOOD, toml=QUICK.format(compile="true"))
+    code, out, err = cli("bench", project, "--json", "--no-plot")
+    assert code == 0, out
+    record = json.loads(out)["projects"][0]
+    (row,) = record["bench"]  # GOOD has one case with purpose "bench"
+    assert row["case_index"] == 3 and row["recheck"] == "passed"
+    assert row["median_ms"] > 0 and row["kernel"]["samples"] >= 30
+    assert row["reference"]["median_ms"] > 0
+    assert row["compiled"] is not None or row["compiled_note"]
+    assert row["bytes_moved"] == 2 * (1 << 20) * 4 and row["bytes_source"].startswith("lower bound")
+    assert row["gbps"] > 0 and row["bandwidth_fraction"] > 0
+    facts = record["device_facts"]
+    assert facts["name"] and facts["torch_version"] and facts["copy_gbps"] > 0 and facts["l2_bytes"] > 0
+    tunings = [a for a in record["autotune"] if a["case_index"] == 3]
+    assert tunings and {t["config"] for t in tunings[0]["timings"]} == {"BLOCK=64, num_warps=4, num_stages=3",
+                                                                          "BLOCK=128, num_warps=4, num_stages=3"}
+    assert record["bench_summary"].startswith("bench 1 case")
+    assert any(c["case_index"] == 3 and c["status"] == "passed" for c in record["cases"])
+
+
+def test_bench_text_report_and_plot(cli, make_project, cache_dir):
+    pytest.importorskip("matplotlib")
+    project = make_project(kernels.GOOD, toml=QUICK.format(compile="false"))
+    code, out, err = cli("bench", project)
+    assert code == 0, out
+    assert "benchmark" in out and "GB/s" in out and ("E = cuda events" in out or "G = cuda graph" in out)
+    plot = next(line.split("plot: ")[1] for line in out.splitlines() if "plot: " in line)
+    assert plot.endswith(".png") and ".workbench" in plot
+
+
+def test_failing_kernel_is_never_timed(cli, make_project, cache_dir):
+    code, out, err = cli("bench", make_project(kernels.GRID_SHORT, toml=QUICK.format(compile="false")), "--json")
+    assert code == 1
+    record = json.loads(out)["projects"][0]
+    assert "bench" not in record and "device_facts" not in record
+
+
+WRONG_AFTER_REPETITION = kernels.kernel_source(launcher=kernels.LAUNCHER.replace(
+    "    return out",
+    "    scale.calls = getattr(scale, 'calls', 0) + 1\n"
+    "    return out + 1 if scale.calls > 100 else out"))
+
+
+def test_kernel_wrong_under_repetition_posts_no_time(cli, make_project, cache_dir):
+    project = make_project(WRONG_AFTER_REPETITION, toml=QUICK.format(compile="false"))
+    code, out, err = cli("bench", project, "--json")
+    assert code == 1
+    record = json.loads(out)["projects"][0]
+    (row,) = record["bench"]
+    assert row["recheck"].startswith("failed") and row["median_ms"] is None and row["kernel"] is None
+    assert any(c["status"] == "failed" and "timed calls" in " ".join(c["messages"]) for c in record["cases"])
+    assert "RE-CHECK FAILED" in record["bench_summary"]

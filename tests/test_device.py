@@ -1,0 +1,137 @@
+"""The ceilings cache (per GPU, atomic, corrupt files refused) and GPU-state parsing; no GPU needed."""
+
+import json
+import os
+
+import pytest
+
+from workbench.core import device
+from workbench.core.device import (
+    Ceilings,
+    CeilingsCacheError,
+    ceilings_path,
+    gpu_slug,
+    parse_nvidia_smi,
+    read_ceilings,
+    write_ceilings,
+)
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def ceilings(gpu=H100, **changes):
+    values = dict(gpu=gpu, copy_gbps=3010.5, matmul_tflops=745.0, measured_at="2026-11-21T10:00:00Z",
+                  torch_version="2.11.0", triton_version="3.6.0", driver="580.159.04", method="test")
+    values.update(changes)
+    return Ceilings(**values)
+
+
+def test_slug_is_a_safe_file_name():
+    assert gpu_slug(H100) == "nvidia-h100-80gb-hbm3"
+    assert gpu_slug("NVIDIA GeForce RTX 4090 / test") == "nvidia-geforce-rtx-4090-test"
+    assert gpu_slug("***") == "unknown-gpu"
+
+
+def test_cache_dir_override_and_default(cache_dir, monkeypatch, tmp_path):
+    assert ceilings_path(H100) == cache_dir / "ceilings" / "nvidia-h100-80gb-hbm3.json"
+    monkeypatch.delenv("WORKBENCH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert ceilings_path(H100) == tmp_path / "xdg" / "kernel-workbench" / "ceilings" / "nvidia-h100-80gb-hbm3.json"
+
+
+def test_round_trip_keeps_date_and_versions():
+    path = write_ceilings(ceilings())
+    data = json.loads(path.read_text())
+    assert data["measured_at"] == "2026-11-21T10:00:00Z" and data["torch_version"] == "2.11.0"
+    assert data["driver"] == "580.159.04" and data["version"] == device.CEILINGS_VERSION
+    assert read_ceilings(H100) == ceilings()
+
+
+def test_never_measured_is_none():
+    assert read_ceilings(H100) is None
+
+
+def test_each_gpu_has_its_own_file():
+    write_ceilings(ceilings())
+    write_ceilings(ceilings(gpu="NVIDIA H200", copy_gbps=4300.0))
+    assert read_ceilings(H100).copy_gbps == 3010.5
+    assert read_ceilings("NVIDIA H200").copy_gbps == 4300.0
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{not json", "not a ceilings record"),
+    ('{"gpu": "NVIDIA H100 80GB HBM3"}', "not a ceilings record"),
+    ('{"gpu": "NVIDIA H100 80GB HBM3", "copy_gbps": 1, "matmul_tflops": 1, "measured_at": "x", "surprise": 1}',
+     "not a ceilings record"),
+    ('[1, 2]', "not a ceilings record"),
+])
+def test_corrupt_files_are_refused_with_the_path(content, words):
+    path = ceilings_path(H100)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    with pytest.raises(CeilingsCacheError) as exc:
+        read_ceilings(H100)
+    assert words in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_non_positive_or_foreign_records_are_refused():
+    write_ceilings(ceilings(copy_gbps=0.0))
+    with pytest.raises(CeilingsCacheError, match="copy_gbps"):
+        read_ceilings(H100)
+    path = ceilings_path(H100)
+    path.write_text(json.dumps({**vars(ceilings()), "gpu": "NVIDIA A100"}))
+    with pytest.raises(CeilingsCacheError, match="A100"):
+        read_ceilings(H100)
+    path.write_text(json.dumps({**vars(ceilings()), "version": 99}))
+    with pytest.raises(CeilingsCacheError, match="another version"):
+        read_ceilings(H100)
+
+
+def test_write_is_atomic(monkeypatch):
+    write_ceilings(ceilings())
+    path = ceilings_path(H100)
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    with monkeypatch.context() as patched, pytest.raises(OSError):
+        patched.setattr(os, "replace", broken_replace)
+        write_ceilings(ceilings(copy_gbps=1.0))
+    # The old record is whole, and no temp file is left beside it.
+    assert read_ceilings(H100).copy_gbps == 3010.5
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_parse_nvidia_smi():
+    state = parse_nvidia_smi("1980, 2619, 41, 580.159.04\n")
+    assert (state.sm_clock_mhz, state.mem_clock_mhz, state.temperature_c, state.driver) == (1980, 2619, 41,
+                                                                                             "580.159.04")
+    missing = parse_nvidia_smi("[N/A], [N/A], 40, [Not Supported]\n")
+    assert missing.sm_clock_mhz is None and missing.temperature_c == 40 and missing.driver == ""
+    assert parse_nvidia_smi("").sm_clock_mhz is None
+    assert parse_nvidia_smi("garbage").driver == ""
+
+
+def test_gpu_state_without_nvml_or_nvidia_smi(monkeypatch):
+    monkeypatch.setattr(device, "_nvml_state", lambda uuid: None)
+    monkeypatch.setattr(device.shutil, "which", lambda name: None)
+    state = device.gpu_state("GPU-1234")
+    assert state.sm_clock_mhz is None and state.driver == ""
+
+
+def test_cache_module_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import workbench.core.device, workbench.core.timing, workbench.core.session, "
+            "workbench.builtin.benchmarking, workbench.reports; "
+            "bad = [m for m in ('torch', 'triton') if m in sys.modules]; print(*bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert done.returncode == 0, f"the parent side imported {done.stdout} {done.stderr}"

@@ -1,0 +1,36 @@
+"""workbench-ncu and workbench-sanitizer are distributions of their own that register through the
+entry-point group "workbench": installed beside the workbench, they appear without any code change."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_installed_plugins_register_through_their_entry_points(tmp_path):
+    target = tmp_path / "site"
+    plugins = [str(ROOT / "plugins" / name) for name in ("ncu", "sanitizer")]
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                              "--target", str(target), *plugins], capture_output=True, text=True, cwd=tmp_path)
+    assert install.returncode == 0, install.stderr[-2000:]
+    env = {"PYTHONPATH": f"{target}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m;"
+                               "print(sorted((e.name, e.value, e.dist.metadata['Name'], str(e.dist.requires)) "
+                               "for e in m.entry_points(group='workbench')))"],
+        capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert probe.returncode == 0, probe.stderr
+    found = eval(probe.stdout)  # noqa: S307 - our own repr
+    assert [(name, value, dist) for name, value, dist, _ in found] == [
+        ("ncu", "workbench_ncu", "workbench-ncu"), ("sanitizer", "workbench_sanitizer", "workbench-sanitizer")]
+    assert all("kernel-workbench" in requires for *_, requires in found)
+
+    listing = subprocess.run([sys.executable, "-m", "workbench.cli", "plugins"], capture_output=True, text=True,
+                             cwd=tmp_path, env=env)
+    assert listing.returncode == 0, listing.stderr
+    rows = dict(line.split(None, 1) for line in listing.stdout.splitlines())
+    assert rows["ncu"] == "workbench-ncu 0.1.0" and rows["sanitizer"] == "workbench-sanitizer 0.1.0"
+    commands = subprocess.run([sys.executable, "-m", "workbench.cli", "profile", "--list"], capture_output=True,
+                              text=True, cwd=tmp_path, env=env)
+    assert commands.returncode == 0 and commands.stdout.startswith("ncu ")

@@ -1,0 +1,130 @@
+"""Statistics of timed samples, rates, speed-ups, byte counts and the summary line (pure: no GPU)."""
+
+import math
+import statistics
+
+import pytest
+import torch
+
+from workbench.core.events import BenchResult, Timing
+from workbench.core.timing import (
+    BYTES_LOWER_BOUND,
+    bench_rows,
+    bench_summary,
+    format_ms,
+    fraction,
+    geometric_mean,
+    lower_bound_bytes,
+    quantile,
+    rate_per_s,
+    relative_spread,
+    speedup,
+    summarize,
+)
+
+
+def timing(median_ms, q25=None, q75=None, samples=100, method="cuda events per call"):
+    return Timing(median_ms=median_ms, q25_ms=q25 if q25 is not None else median_ms,
+                  q75_ms=q75 if q75 is not None else median_ms, min_ms=median_ms, samples=samples, method=method)
+
+
+def test_quantiles_match_statistics_module():
+    samples = [5.0, 1.0, 4.0, 2.0, 3.0, 10.0, 7.5]
+    t = summarize(samples, "events")
+    q25, q50, q75 = statistics.quantiles(samples, n=4, method="inclusive")
+    assert t.median_ms == pytest.approx(q50)
+    assert t.q25_ms == pytest.approx(q25)
+    assert t.q75_ms == pytest.approx(q75)
+    assert t.min_ms == 1.0 and t.samples == 7 and t.method == "events"
+
+
+def test_median_ignores_the_right_tail():
+    # A clock dip or another process gives a few slow samples: the median must not move.
+    steady = [1.0] * 95
+    t = summarize(steady + [50.0] * 5, "events")
+    assert t.median_ms == 1.0
+    assert relative_spread(t) == 0.0
+
+
+def test_summarize_refuses_empty_and_non_finite():
+    with pytest.raises(ValueError):
+        summarize([], "events")
+    with pytest.raises(ValueError):
+        summarize([1.0, float("nan")], "events")
+    with pytest.raises(ValueError):
+        quantile([1.0], 1.5)
+
+
+def test_single_sample():
+    t = summarize([2.5], "events")
+    assert (t.median_ms, t.q25_ms, t.q75_ms, t.min_ms) == (2.5, 2.5, 2.5, 2.5)
+
+
+def test_rates_and_fractions():
+    t = timing(2.0)  # 2 ms
+    assert rate_per_s(4e9, t) == pytest.approx(2e12)  # 4 GB in 2 ms = 2 TB/s
+    assert rate_per_s(None, t) is None and rate_per_s(1.0, None) is None
+    assert rate_per_s(1.0, timing(0.0)) is None
+    assert fraction(1500.0, 3000.0) == 0.5
+    assert fraction(1500.0, None) is None and fraction(None, 3000.0) is None
+
+
+def test_speedup_is_baseline_over_kernel():
+    assert speedup(timing(3.0), timing(1.5)) == 2.0
+    assert speedup(None, timing(1.0)) is None
+    assert speedup(timing(1.0), None) is None
+
+
+def test_lower_bound_bytes_counts_inputs_once_and_outputs_once():
+    x = torch.empty(8, 16, dtype=torch.bfloat16)
+    w = torch.empty(16, dtype=torch.bfloat16)
+    out = torch.empty(8, 16, dtype=torch.bfloat16)
+    # Scalars (eps) move no bytes.
+    assert lower_bound_bytes([x, w, 1e-6], [out]) == (128 + 16 + 128) * 2
+    assert lower_bound_bytes([torch.empty(3, dtype=torch.float64)], []) == 24
+
+
+def test_geometric_mean_skips_missing():
+    assert geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geometric_mean([None, 4.0]) == pytest.approx(4.0)
+    assert geometric_mean([None]) is None
+
+
+def test_format_ms_scales():
+    assert format_ms(0.0123) == "12.3 µs"
+    assert format_ms(0.412) == "412 µs"
+    assert format_ms(12.5) == "12.500 ms"
+    assert format_ms(2500.0) == "2.50 s"
+    assert format_ms(None) == "-"
+
+
+def result(case_index, median_ms=None, gbps=None, recheck="passed", vs_ref=None, vs_compiled=None):
+    return BenchResult(case_index=case_index, label=f"n={case_index}", kernel=timing(median_ms) if median_ms else None,
+                       gbps=gbps, bandwidth_fraction=gbps / 3000 if gbps else None, recheck=recheck,
+                       speedup_vs_reference=vs_ref, speedup_vs_compiled=vs_compiled, bytes_source=BYTES_LOWER_BOUND)
+
+
+def test_bench_summary_names_best_bandwidth_and_geomean_speedups():
+    line = bench_summary([result(0, 0.1, 1500.0, vs_ref=2.0, vs_compiled=1.0),
+                          result(1, 0.2, 2700.0, vs_ref=8.0, vs_compiled=1.0)])
+    assert line.startswith("bench 2 cases")
+    assert "2700 GB/s (90% of copy)" in line
+    assert "4.00x torch" in line and "1.00x compile" in line
+
+
+def test_bench_summary_says_when_a_recheck_failed():
+    line = bench_summary([result(0, 0.1, 1500.0), result(3, None, recheck="failed: 7 elements outside")])
+    assert "RE-CHECK FAILED" in line and "3" in line
+
+
+def test_bench_summary_empty():
+    assert bench_summary([]) == ""
+    assert "none timed" in bench_summary([result(0)])
+
+
+def test_bench_rows_put_the_median_on_top_for_diff():
+    rows = bench_rows([result(4, 0.25, 100.0)])
+    assert rows[0]["case_index"] == 4 and rows[0]["median_ms"] == 0.25
+    assert rows[0]["kernel"]["median_ms"] == 0.25 and "type" not in rows[0]
+    assert bench_rows([result(5)])[0]["median_ms"] is None
+    assert not math.isnan(rows[0]["gbps"])

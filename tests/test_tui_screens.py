@@ -1,0 +1,207 @@
+"""The main screens, rendered from canned runs (no worker): snapshots, and assertions on their text.
+
+Snapshots use pytest-textual-snapshot (SVG files under tests/__snapshots__/; update them with
+`pytest --snapshot-update` after a deliberate change and look at the SVGs). Where the plugin is not
+installed those tests skip, and the text assertions below still cover every screen.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui_helpers import bench_events, case_events, compile_problem, replay, rmsnorm_like_source, text_of
+from workbench.commands import hookimpl
+from workbench.core.project import Project
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.messages import RunEvent
+from workbench.tui.panels import PanelSpec
+
+try:
+    import pytest_textual_snapshot  # noqa: F401
+    HAVE_SNAPSHOTS = True
+except ImportError:
+    HAVE_SNAPSHOTS = False
+needs_snapshots = pytest.mark.skipif(not HAVE_SNAPSHOTS, reason="pytest-textual-snapshot is not installed")
+SIZE = (160, 45)
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    folder = tmp_path / "rmsnorm"
+    folder.mkdir()
+    (folder / "kernel.py").write_text(rmsnorm_like_source())
+    return Project.open(folder)
+
+
+def app_for(project: Project) -> WorkbenchApp:
+    return WorkbenchApp(project, live=False)
+
+
+async def test_passing_gpu_run_shows_verdict_benchmark_and_autotune(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay(app, pilot, case_events(failing=False) + bench_events())
+        status = text_of(app.query_one("#status"))
+        assert "NVIDIA H100 80GB HBM3" in status and "VERIFIED 5 cases" in status
+        assert "verdict 0.82 s · bench 2.91 s after save" in status
+        assert "✔ cache cleared" in status and "✔ done" in status
+        cases = text_of(app.query_one("#cases"))
+        assert cases.count("passed") == 5 and "3/3" in cases
+        bench = text_of(app.query_one("#bench"))
+        assert "copy ceiling 3,010 GB/s" in bench
+        assert "48.1 µs" in bench and "3.56×" in bench and "93%" in bench  # time, speed-up, roofline
+        await pilot.press("2")
+        autotune = text_of(app.query_one("#autotune"))
+        assert "★ picked" in autotune and "out of resources" in autotune and "BLOCK=4096" in autotune
+
+
+async def test_failing_case_detail_shows_where_it_went_wrong(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay(app, pilot, case_events(failing=True))
+        status = text_of(app.query_one("#status"))
+        assert "FAILED 1 of 5 cases" in status
+        detail = text_of(app.query_one("#detail"))
+        assert "case 3" in detail and "rows=5 cols=4097" in detail  # the first failure is selected
+        assert "155 of 20485" in detail and "worst [4, 4096]" in detail
+        assert "kernel NaN/unwritten" in detail and "reference -0.7314" in detail
+        assert "a boundary mask?" in detail and "█" in detail  # the pattern and the heat map
+        assert "✘ rmsnorm_kernel: BLOCK=4096, num_warps=16  31 elements never written" in detail
+        assert "not benchmarked: verification failed" in text_of(app.query_one("#bench"))
+
+
+async def test_a_compile_error_points_at_its_line_in_detail_and_log(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay(app, pilot, [compile_problem(str(project.kernel_path))])
+        assert "NOT USABLE" in text_of(app.query_one("#status"))
+        detail = text_of(app.query_one("#detail"))
+        assert "compile: the kernel does not compile" in detail
+        marked = [line for line in detail.splitlines() if line.startswith("❱")]
+        assert marked and "8" in marked[0] and "bad broadcast" in marked[0]  # the source line, marked
+        await pilot.press("4")  # the Log tab
+        await pilot.pause()
+        log = text_of(app.query_one("#log"))
+        assert "compile  kernel.py:8  the kernel does not compile" in log
+
+
+async def test_a_save_in_flight_marks_the_screen_stale(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay(app, pilot, case_events(failing=False))
+        app.submit("save")  # a newer save: its run has not reported yet
+        await pilot.pause()
+        assert "STALE" in text_of(app.query_one("#status"))
+        assert app.query_one("#cases").has_class("-stale")
+        assert app.query_one("#cases").border_subtitle.startswith("stale")
+
+
+async def test_too_small_terminal_says_so(project):
+    app = app_for(project)
+    async with app.run_test(size=(70, 20)) as pilot:
+        await pilot.pause()
+        message = text_of(app.query_one("#too-small"))
+        assert "70×20" in message and "at least 100×28" in message
+        assert not app.query_one("#main").display or app.screen.has_class("-too-small")
+        await pilot.resize_terminal(160, 45)
+        await pilot.pause()
+        assert not app.screen.has_class("-too-small")
+
+
+async def test_footer_keys_and_command_palette_list_the_actions(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay(app, pilot, case_events(failing=False))
+        keys = {k: a.binding.description for k, a in app.screen.active_bindings.items() if a.binding.show}
+        assert {"r", "v", "b", "e", "t", "q"} <= set(keys)
+        assert keys["b"] == "bench: on"
+        await pilot.press("b")
+        keys = {k: a.binding.description for k, a in app.screen.active_bindings.items() if a.binding.show}
+        assert keys["b"] == "bench: off" and app.session.stages == ("verify",)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Rerun", "Verify only", "Benchmarking on", "Open error in editor", "Pin autotune config",
+                      "Quit"):
+            assert title in titles
+
+
+async def test_pinning_a_config_reruns_with_the_pin(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await replay(app, pilot, case_events(failing=False))
+        await pilot.press("t")
+        await pilot.pause()
+        await pilot.press("down", "enter")  # the second config
+        await pilot.pause()
+        assert app.session.pins == {"rmsnorm_kernel": 1}
+        assert app.runs[app.loop.latest].request.pins == (("rmsnorm_kernel", 1),)
+        assert "📌 rmsnorm_kernel#1" in text_of(app.query_one("#status"))
+
+
+async def test_plugin_panels_are_tabs_and_see_every_event(project):
+    from textual.widgets import Static
+
+    class EventCounter(Static):
+        seen = 0
+
+        def workbench_event(self, event):
+            EventCounter.seen += 1
+            self.update(f"{EventCounter.seen} events")
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def workbench_register_panels(register):
+            register(PanelSpec(id="counter", title="Counter", factory=EventCounter))
+
+    from workbench.plugins import make_plugin_manager
+
+    pm = make_plugin_manager(autoload=False)
+    pm.register(Plugin)
+    app = WorkbenchApp(project, pm=pm, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        run_id = app.submit("save")
+        for event in case_events(failing=False)[:3]:
+            app.post_message(RunEvent(run_id, event))
+        await pilot.pause()
+        assert app.query_one("#tab-plugin-counter")
+        assert EventCounter.seen == 3
+
+
+def test_the_ui_never_imports_torch_or_triton():
+    code = ("import sys, workbench.tui.app, workbench.builtin.watching\n"
+            "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
+
+
+@needs_snapshots
+def test_snapshot_passing_run_with_benchmark(snap_compare, project):
+    async def before(pilot):
+        await replay(pilot.app, pilot, case_events(failing=False) + bench_events())
+
+    assert snap_compare(app_for(project), terminal_size=SIZE, run_before=before)
+
+
+@needs_snapshots
+def test_snapshot_failing_case_detail(snap_compare, project):
+    async def before(pilot):
+        await replay(pilot.app, pilot, case_events(failing=True))
+
+    assert snap_compare(app_for(project), terminal_size=SIZE, run_before=before)
+
+
+@needs_snapshots
+def test_snapshot_autotune_tab(snap_compare, project):
+    async def before(pilot):
+        await replay(pilot.app, pilot, case_events(failing=False) + bench_events())
+        await pilot.press("2")
+
+    assert snap_compare(app_for(project), terminal_size=SIZE, run_before=before)
+
+
+@needs_snapshots
+def test_snapshot_too_small(snap_compare, project):
+    assert snap_compare(app_for(project), terminal_size=(80, 20))

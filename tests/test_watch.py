@@ -1,0 +1,234 @@
+"""The watcher (debounce, content-hash dedupe, vanishing files) and the live loop's restart policy."""
+
+import ast
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.core.events import RunFinished, RunStarted, WorkerReady
+from workbench.core.liveloop import LiveLoop, RunRequest
+from workbench.core.project import Project
+from workbench.core.watch import FilesMissing, ProjectWatcher, Save, SaveGate, imported_top_names, local_modules, \
+    take_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def editor_save(path: Path, text: str) -> None:
+    """Save the way most editors do: write a temp file beside it, then rename it over the original."""
+    tmp = path.with_name(f".{path.name}.swp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "kernel.py").write_text("import torch\nimport helpers\nfrom tiles import layout\nX = 1\n")
+    (folder / "helpers.py").write_text("import math\nimport consts\n")
+    (folder / "consts.py").write_text("C = 1\n")
+    (folder / "tiles").mkdir()
+    (folder / "tiles" / "__init__.py").write_text("")
+    (folder / "tiles" / "layout.py").write_text("L = 1\n")
+    (folder / "unrelated.py").write_text("U = 1\n")
+    return Project.open(folder)
+
+
+class Watching:
+    """A ProjectWatcher on a thread, its notices in a queue."""
+
+    def __init__(self, project: Project):
+        self.notices: queue.Queue = queue.Queue()
+        self.stop = threading.Event()
+        self.watcher = ProjectWatcher(project, missing_grace_s=0.2)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        time.sleep(0.3)  # let inotify set up its watches
+
+    def _run(self) -> None:
+        for notice in self.watcher.watch(self.stop):
+            self.notices.put(notice)
+
+    def next(self, timeout: float = 5.0):
+        return self.notices.get(timeout=timeout)
+
+    def none_within(self, seconds: float) -> bool:
+        try:
+            notice = self.notices.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        pytest.fail(f"unexpected notice {notice}")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def watching(project):
+    w = Watching(project)
+    yield w
+    w.close()
+
+
+def test_imports_are_found_with_ast():
+    source = "import a.b\nfrom c.d import e\nfrom . import f, g\nfrom .h import i\nx = 'import nope'\n"
+    assert imported_top_names(source) == {"a", "c", "f", "g", "h"}
+    assert imported_top_names("def broken(:\n") == set()
+
+
+def test_local_modules_are_followed_transitively(project):
+    files, packages = local_modules(project)
+    assert [p.name for p in files] == ["helpers.py", "consts.py"]
+    assert [p.name for p in packages] == ["tiles"]
+    watched = set(take_snapshot(project).hashes)
+    assert watched == {"kernel.py", "workbench.toml", "helpers.py", "consts.py", "tiles/__init__.py",
+                       "tiles/layout.py"}
+
+
+def test_gate_dedupes_by_content_and_reports_what_changed(project):
+    gate = SaveGate(take_snapshot(project))
+    assert gate.consider(take_snapshot(project)) == []  # touched, not changed
+    (project.root / "consts.py").write_text("C = 2\n")
+    [save] = gate.consider(take_snapshot(project))
+    assert isinstance(save, Save) and save.changed == ("consts.py",)
+    assert gate.consider(take_snapshot(project)) == []
+
+
+def test_gate_reports_a_vanished_kernel_and_its_return(project):
+    gate = SaveGate(take_snapshot(project))
+    original = project.kernel_path.read_text()
+    project.kernel_path.unlink()
+    assert gate.consider(take_snapshot(project)) == [FilesMissing(("kernel.py",))]
+    project.kernel_path.write_text(original)
+    assert gate.consider(take_snapshot(project)) == [FilesMissing(())]  # back, unchanged: nothing to run
+    project.kernel_path.unlink()
+    gate.consider(take_snapshot(project))
+    project.kernel_path.write_text(original + "Y = 2\n")
+    back, save = gate.consider(take_snapshot(project))
+    assert back == FilesMissing(()) and isinstance(save, Save) and save.changed == ("kernel.py",)
+
+
+def test_an_editor_save_is_one_accepted_save(project, watching):
+    editor_save(project.kernel_path, project.kernel_path.read_text() + "Y = 2\n")
+    save = watching.next()
+    assert isinstance(save, Save) and save.changed == ("kernel.py",) and "Y = 2" in save.source
+    assert save.kernel_hash == project.source_hash()
+    watching.none_within(0.4)
+
+
+def test_a_burst_of_writes_is_debounced_into_one_save(project, watching):
+    text = project.kernel_path.read_text()
+    for n in range(6):  # truncate-and-write saves, a formatter, a second save
+        project.kernel_path.write_text(text + f"Y = {n}\n")
+        time.sleep(0.005)
+    save = watching.next()
+    assert "Y = 5" in save.source
+    watching.none_within(0.4)
+
+
+def test_same_content_and_unwatched_files_are_ignored(project, watching):
+    project.kernel_path.write_text(project.kernel_path.read_text())  # saved without a change
+    (project.root / "unrelated.py").write_text("U = 2\n")
+    (project.root / "notes.txt").write_text("hello\n")
+    watching.none_within(0.6)
+
+
+def test_local_module_and_config_saves_are_seen(project, watching):
+    editor_save(project.root / "tiles" / "layout.py", "L = 2\n")
+    assert watching.next().changed == ("tiles/layout.py",)
+    editor_save(project.config_path, "[verify]\ntimeout_s = 5\n")
+    assert watching.next().changed == ("workbench.toml",)
+
+
+def test_a_kernel_that_disappears_and_comes_back(project, watching):
+    text = project.kernel_path.read_text()
+    project.kernel_path.unlink()
+    assert watching.next() == FilesMissing(("kernel.py",))
+    project.kernel_path.write_text(text + "Y = 3\n")
+    assert watching.next() == FilesMissing(())
+    assert "Y = 3" in watching.next().source
+
+
+def test_nothing_under_core_imports_textual():
+    """rule: the core is UI-free (DESIGN.md)."""
+    for path in sorted((ROOT / "workbench" / "core").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n == "textual" or n.startswith("textual.") for n in names), f"{path} imports {names}"
+    modules = [f"workbench.core.{p.stem}" for p in (ROOT / "workbench" / "core").glob("*.py")
+               if p.stem not in ("__init__", "worker")]
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + \
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- the live loop's restart policy, against a runner that runs until it is cancelled ---------------
+
+
+class HangingRunner:
+    """Stands in for Runner: each run reports, then blocks until cancel() (kill-then-restart)."""
+
+    def __init__(self):
+        self.cancelled = threading.Event()
+        self.started: list[str] = []
+        self.lock = threading.Lock()
+
+    def prewarm(self):
+        pass
+
+    def run(self, job, on_event, timeout_s=None, interpret_timeout_s=None):
+        self.cancelled.clear()
+        source_hash = Project.open(job.kernel_path).source_hash()
+        with self.lock:
+            self.started.append(source_hash)
+        on_event(WorkerReady(pid=1, mode="interpreter", device_name="cpu", torch_version="t",
+                             triton_version="t", python_version="p", warmup_s=0.0))
+        on_event(RunStarted(kernel_path=job.kernel_path, source_hash=source_hash, mode="interpreter",
+                            device_name="cpu", n_cases=0))
+        self.cancelled.wait(timeout=10)
+        finished = RunFinished(verdict="cancelled")
+        on_event(finished)
+        return finished
+
+    def cancel(self):
+        self.cancelled.set()
+
+    def close(self):
+        self.cancel()
+
+
+def test_each_request_kills_the_run_in_progress_and_only_the_newest_reports(project):
+    runner = HangingRunner()
+    seen: list[tuple[int, object]] = []
+    done: list[int] = []
+    loop = LiveLoop(project, runner, on_event=lambda rid, e: seen.append((rid, e)),
+                    on_done=lambda rid, req, outcome: done.append(rid))
+    loop.start()
+    try:
+        first = loop.submit(RunRequest())
+        deadline = time.monotonic() + 5
+        while not runner.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for n in range(5):  # rapid saves
+            project.kernel_path.write_text(project.kernel_path.read_text() + f"Z = {n}\n")
+            last = loop.submit(RunRequest(reason="save"))
+        after_last = len(seen)
+        deadline = time.monotonic() + 5
+        while not any(rid == last and isinstance(e, RunStarted) for rid, e in seen) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert any(rid == last and isinstance(e, RunStarted) for rid, e in seen)
+        assert first in done  # the first run was killed, not left running
+        assert {rid for rid, _ in seen[after_last:]} == {last}  # overtaken runs never report again
+        assert runner.started[-1] == project.source_hash()
+    finally:
+        loop.close()

@@ -1,0 +1,179 @@
+"""Built-in command `bench`: verify, then time every benchmark case (headless; scripts, CI with a GPU).
+
+    workbench bench projects/rmsnorm            the sweep as a table, plus a plot under .workbench/
+    workbench bench projects/rmsnorm --json     the same as one JSON record
+
+The worker refuses the Triton interpreter before verifying anything (exit 3), and
+never times a kernel that failed verification (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ..commands import EXIT_ENVIRONMENT, EXIT_OK, Command, CommandError, Context, hookimpl
+from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
+from ..core.runner import Runner
+from ..core.session import RunOutcome
+from ..core.worker import Job
+from ..reports import format_bench
+from .verifying import add_run_arguments, overall_exit, run_many
+
+BENCH_STAGES = ["require_gpu", "verify", "bench"]
+MEASURE_TIMEOUT_S = 300.0
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser)
+    parser.add_argument("--plot", type=Path, metavar="FILE",
+                        help="save the sweep's plot here (default: <project>/.workbench/bench-<run id>.png)")
+    parser.add_argument("--no-plot", action="store_true", help="save no plot")
+
+
+def _run(args: argparse.Namespace, context: Context) -> int:
+    if args.interpret:
+        raise CommandError("--interpret: the Triton interpreter is never timed (its times say nothing about a "
+                           "kernel's speed); use `workbench verify --interpret` for correctness", EXIT_ENVIRONMENT)
+    if args.plot is not None and args.plot.suffix.lower() != ".png":
+        raise CommandError(f"--plot {args.plot}: the plot is a PNG image; give a file name ending in .png")
+    outcomes = run_many(args, context, BENCH_STAGES)
+    records = []
+    for outcome in outcomes:
+        plot_path, plot_line = None, ""
+        if not args.no_plot and outcome.of_type(BenchResult):
+            plot_path, plot_line = save_plot(outcome, args.plot if len(outcomes) == 1 else None)
+        if args.json:
+            records.append({**outcome.to_record(), "plot": str(plot_path) if plot_path else None})
+        else:
+            text = format_bench(outcome, verbose=args.verbose)
+            if text:
+                print(text + (f"\n  {plot_line}" if plot_line else ""))
+                print()
+    code = overall_exit(outcomes)
+    if args.json:
+        print(json.dumps({"exit_code": code, "projects": records}, indent=2, allow_nan=False, default=str))
+    return code
+
+
+# -- the plot ----------------------------------------------------------------------------
+
+def default_plot_path(outcome: RunOutcome) -> Path:
+    run_id = outcome.record.id if outcome.record else time.strftime("%Y%m%d-%H%M%S")
+    return outcome.project.state_dir / f"bench-{run_id}.png"
+
+
+def save_plot(outcome: RunOutcome, path: Path | None = None) -> tuple[Path | None, str]:
+    """Time and GB/s against size for kernel, reference and torch.compile, as Triton's perf_report draws.
+
+    Returns (path, the line to print). matplotlib is optional: without it, one line says so.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None, "plot: not drawn (it needs matplotlib: pip install matplotlib)"
+    results: list[BenchResult] = outcome.of_type(BenchResult)
+    facts = next(iter(outcome.of_type(DeviceFacts)), None)
+    sizes = [r.bytes_moved for r in results]
+    by_size = all(sizes) and len(set(sizes)) == len(sizes)
+    if by_size:  # lines join the cases in order of size, as a sweep
+        results = sorted(results, key=lambda r: r.bytes_moved)
+    xs = [r.bytes_moved / 1e6 for r in results] if by_size else list(range(len(results)))
+    figure, (time_axis, rate_axis) = plt.subplots(1, 2, figsize=(12, 4.5))
+    series = (("kernel", "kernel"), ("reference", "reference_fn"), ("compiled", "torch.compile(reference_fn)"))
+    for attr, name in series:
+        timed = [(x, r, getattr(r, attr)) for x, r in zip(xs, results) if getattr(r, attr) is not None]
+        if timed:
+            time_axis.plot([x for x, _, _ in timed], [t.median_ms for _, _, t in timed], marker="o", label=name)
+        rates = [(x, bytes_per(r, t)) for x, r, t in timed if bytes_per(r, t) is not None]
+        if rates:
+            rate_axis.plot([x for x, _ in rates], [gbps for _, gbps in rates], marker="o", label=name)
+    for x, r in zip(xs, results):  # which case each point is
+        if r.kernel is not None:
+            time_axis.annotate(str(r.case_index), (x, r.kernel.median_ms), textcoords="offset points",
+                               xytext=(4, -10), fontsize=7)
+    if facts is not None and facts.copy_gbps:
+        rate_axis.axhline(facts.copy_gbps, linestyle="--", color="grey", label="measured copy ceiling")
+    for axis, ylabel in ((time_axis, "median time (ms)"), (rate_axis, "GB/s")):
+        axis.set_xlabel("bytes moved per call (MB)" if by_size else "benchmark case")
+        axis.set_ylabel(ylabel)
+        if by_size:
+            axis.set_xscale("log")
+        else:
+            axis.set_xticks(xs, [r.label for r in results], rotation=30, ha="right", fontsize=7)
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=8)
+    time_axis.set_yscale("log")
+    gpu = facts.name if facts else "GPU"
+    figure.suptitle(f"{outcome.project.name} on {gpu}")
+    figure.tight_layout()
+    target = path or default_plot_path(outcome)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(target, dpi=120)
+    except OSError as exc:
+        return None, f"plot: could not be saved to {target}: {exc}"
+    finally:
+        plt.close(figure)
+    return target, f"plot: {target}"
+
+
+def bytes_per(result: BenchResult, timing: Any) -> float | None:
+    """GB/s of any of a case's timings, by the case's own byte count."""
+    if not result.bytes_moved or timing is None or timing.median_ms <= 0:
+        return None
+    return result.bytes_moved / (timing.median_ms * 1e-3) / 1e9
+
+
+# -- `doctor --measure` --------------------------------------------------------------------
+
+def measure_ceilings(interpret: bool = False) -> tuple[list[tuple[str, str]], int]:
+    """Re-measure this GPU's ceilings in a worker; returns doctor rows and an exit code."""
+    from ..core.device import Ceilings, describe_ceilings
+
+    events: list[Any] = []
+    runner = Runner(interpret=interpret)
+    try:
+        runner.run(Job(kernel_path="", stages=["measure_ceilings"]), events.append, timeout_s=MEASURE_TIMEOUT_S)
+    finally:
+        runner.close()
+    problems = [e for e in events if isinstance(e, Problem)]
+    facts = next((e for e in events if isinstance(e, DeviceFacts)), None)
+    if problems or facts is None or facts.copy_gbps is None:
+        why = problems[0].message if problems else "the worker reported no measurement"
+        return [("ceilings", f"NOT MEASURED: {why}")], EXIT_ENVIRONMENT
+    ceilings = Ceilings(gpu=facts.name, copy_gbps=facts.copy_gbps, matmul_tflops=facts.matmul_tflops or 0.0,
+                        measured_at=facts.ceilings_measured_at, torch_version=facts.torch_version,
+                        driver=facts.driver)
+    rows = [("ceilings", "re-measured: " + describe_ceilings(ceilings))]
+    rows += [("", e.text) for e in events if isinstance(e, LogLine) and e.stream == "stdout"]
+    return rows, EXIT_OK
+
+
+def cached_ceilings_row(device_name: str) -> tuple[str, str]:
+    from ..core.device import CeilingsCacheError, ceilings_path, describe_ceilings, read_ceilings
+
+    try:
+        ceilings = read_ceilings(device_name)
+    except CeilingsCacheError as exc:
+        return "ceilings", f"cache unusable ({exc}); `workbench doctor --measure` re-measures"
+    if ceilings is None:
+        return "ceilings", f"not measured yet (the first `workbench bench` does, or `workbench doctor --measure`); " \
+                           f"cache: {ceilings_path(device_name)}"
+    return "ceilings", describe_ceilings(ceilings)
+
+
+@hookimpl
+def workbench_register_commands(register):
+    register(Command(name="bench", help="verify, then time kernels against the reference and torch.compile",
+                     add_arguments=_add_arguments, run=_run,
+                     description="Verify, then time every benchmark case of each project: median and spread, "
+                                 "the reference and torch.compile(reference) in the same run, GB/s and TFLOP/s "
+                                 "against this GPU's measured ceilings, and what the autotuner picked. "
+                                 "Needs a CUDA GPU (exit 3 without one)."))

@@ -1,0 +1,395 @@
+"""The live loop's app: watch the project, re-run on every save, show what the run says.
+
+    WorkbenchApp(Project.open("projects/rmsnorm"), pm=make_plugin_manager()).run()
+
+Threads do the work and post messages (the watcher, the live loop's run thread,
+profilers); the UI thread only folds events into `model.RunState` and renders.
+The app never imports torch, triton or the kernel: runs happen in worker processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from textual import events, on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+
+from ..core.changes import compare_with_history, kernel_time_series
+from ..core.events import Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, WorkerReady
+from ..core.history import read_records, read_source
+from ..core.liveloop import LiveLoop, RunRequest, bench_stage_unavailable
+from ..core.project import Project
+from ..core.runner import Runner, default_parallel
+from ..core.session import RunOutcome
+from ..core.watch import ProjectWatcher, Save
+from .actions import Actions
+from .messages import FilesGone, RunBegan, RunDone, RunEvent, SaveAccepted, WatchFailed
+from .model import LiveSession, RunState
+from .panels import PanelSpec, collect_panels
+from .widgets.bench import AutotunePanel, BenchPanel
+from .widgets.cases import CaseDetail, CasesTable
+from .widgets.changes import ChangesPanel, HistoryPanel
+from .widgets.log import LogPanel
+from .widgets.profile import ProfilePanel
+from .widgets.status import StatusBar
+
+MIN_WIDTH, MIN_HEIGHT = 100, 28
+TABS = ("bench", "autotune", "changes", "log", "history", "profile")
+# Events that mean the new run has something of its own to show (until then the old results stay, stale).
+QUIET_EVENTS = (WorkerReady, LogLine, StageChanged)
+
+
+def load_profilers(pm: Any) -> dict[str, Any]:
+    if pm is None:
+        return {}
+    try:
+        from ..profiling import collect_profilers
+    except ImportError:
+        return {}
+    try:
+        return dict(collect_profilers(pm))
+    except Exception:  # noqa: BLE001 - a broken profiler plugin costs the key, not the app
+        return {}
+
+
+class WorkbenchApp(Actions, App):
+    CSS_PATH = Path(__file__).with_name("workbench.tcss")  # absolute: subclasses live elsewhere
+    TITLE = "Kernel Workbench"
+    BINDINGS = [
+        Binding("r", "rerun", "rerun"),
+        Binding("v", "verify_only", "verify only"),
+        Binding("b", "bench_off", "bench: on"),
+        Binding("b", "bench_on", "bench: off"),
+        Binding("p", "profile", "profile"),
+        Binding("e", "edit", "edit at error"),
+        Binding("t", "pin", "pin config"),
+        Binding("q", "quit", "quit"),
+        *(Binding(str(n), f"show_tab('{tab}')", tab, show=False) for n, tab in enumerate(TABS, 1)),
+    ]
+
+    def __init__(self, project: Project, pm: Any = None, interpret: bool = False, bench: bool = True,
+                 runner: Runner | None = None, live: bool = True) -> None:
+        """`live=False` starts no watcher and no runs: the screen shows what is posted to it (tests, snapshots)."""
+        super().__init__()
+        self.project, self.pm, self.live = project, pm, live
+        self.session = LiveSession(project_name=project.name, kernel_name=project.kernel_path.name, bench_on=bench,
+                                   bench_unavailable=bench_stage_unavailable())
+        self.runs: dict[int, RunState] = {}
+        self.known_configs: dict[str, list[str]] = {}  # autotuned kernel -> its configs, in pin-index order
+        self.bench_times: dict[str, dict[int, float]] = {}  # history record id -> kernel ms per bench case
+        self.timeline: list[tuple[str, int, str, float]] = []  # (verdict|bench, run id, source hash, shown at)
+        self.recorded: set[int] = set()  # run ids whose outcome is in the history (after RunDone)
+        self.profilers = load_profilers(pm)
+        self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
+        self._stop_watching = threading.Event()
+        self.loop = LiveLoop(project, runner or Runner(interpret=interpret, keep_warm=True, parallel=default_parallel()), self._loop_event,
+                             on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
+                             on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)))
+
+    # -- layout -----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Vertical(id="main"):
+            with Horizontal(id="upper"):
+                yield CasesTable(id="cases")
+                yield CaseDetail(id="detail")
+            with TabbedContent(id="tabs", initial="tab-bench"):
+                with TabPane("Benchmark [dim]1[/]", id="tab-bench"):
+                    yield BenchPanel(id="bench")
+                with TabPane("Autotune [dim]2[/]", id="tab-autotune"):
+                    yield AutotunePanel(id="autotune")
+                with TabPane("Changes [dim]3[/]", id="tab-changes"):
+                    yield ChangesPanel(id="changes")
+                with TabPane("Log [dim]4[/]", id="tab-log"):
+                    yield LogPanel(id="log")
+                with TabPane("History [dim]5[/]", id="tab-history"):
+                    yield HistoryPanel(id="history")
+                if self.profilers:
+                    with TabPane("Profile [dim]6[/]", id="tab-profile"):
+                        yield ProfilePanel(id="profile")
+                for spec in self.plugin_panels:
+                    with TabPane(spec.title, id=f"tab-plugin-{spec.id}"):
+                        yield self._plugin_widget(spec)
+        yield Static(id="too-small")
+        yield Footer()
+
+    def _plugin_widget(self, spec: PanelSpec):
+        try:
+            return spec.factory()
+        except Exception as exc:  # noqa: BLE001 - a broken panel says so in its tab
+            return Static(f"the {spec.title} panel failed to start: {type(exc).__name__}: {exc}")
+
+    def on_mount(self) -> None:
+        self.theme = "tokyo-night"
+        self.query_one(CasesTable).border_title = "Cases"
+        self.query_one(CaseDetail).border_title = "Selected case"
+        self.query_one(CasesTable).focus()
+        self._fit(self.size.width, self.size.height)
+        self.render_all()
+        for line in self.refused_panels:
+            self.notify(line, title="plugin panel refused", severity="warning")
+        self.refresh_history()
+        if self.live:
+            self.loop.start()
+            self.submit("start")
+            self.watch_project()
+            self.set_interval(0.25, self._tick)
+
+    def on_unmount(self) -> None:
+        self._stop_watching.set()
+        if self.live:
+            self.loop.close()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        small = width < MIN_WIDTH or height < MIN_HEIGHT
+        self.screen.set_class(small, "-too-small")
+        if small:
+            self.query_one("#too-small", Static).update(
+                f"The terminal is {width}×{height}; Kernel Workbench needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n\n"
+                "Enlarge the window (or make the font smaller). Saves are still being watched and verified.\n\n"
+                "q quits.")
+
+    # -- threads: the watcher and the live loop -------------------------------------------------
+
+    @work(thread=True, group="watch", exit_on_error=False)
+    def watch_project(self) -> None:
+        try:
+            watcher = ProjectWatcher(self.project)
+            for notice in watcher.watch(self._stop_watching):
+                self.post_message(SaveAccepted(notice) if isinstance(notice, Save) else FilesGone(notice))
+        except Exception as exc:  # noqa: BLE001 - said on screen; the app goes on without watching
+            self.post_message(WatchFailed(f"{type(exc).__name__}: {exc}"))
+
+    def _loop_event(self, run_id: int, event: Event) -> None:
+        """On the run thread: plugins observe, then the UI gets the event."""
+        if self.pm is not None:
+            try:
+                self.pm.hook.workbench_observe_event(event=event, project=self.project)
+            except Exception as exc:  # noqa: BLE001 - a plugin must not stop the run
+                self.post_message(RunEvent(run_id, LogLine(text=f"plugin observer failed: {exc}")))
+        self.post_message(RunEvent(run_id, event))
+
+    def submit(self, reason: str, stages: tuple[str, ...] | None = None, save: Save | None = None) -> int:
+        request = RunRequest(stages=stages or self.session.stages, reason=reason,
+                             pins=tuple(sorted(self.session.pins.items())), save=save)
+        run_id = self.loop.submit(request)
+        self.runs = {k: v for k, v in self.runs.items() if k >= run_id - 2}  # only recent runs can still report
+        self.runs[run_id] = RunState(run_id=run_id, request=request)
+        self.session.latest = self.runs[run_id]
+        self.render_run({"bench", "autotune"})  # what is on screen is stale now
+        return run_id
+
+    # -- messages --------------------------------------------------------------------------------
+
+    def on_save_accepted(self, message: SaveAccepted) -> None:
+        self.session.last_save = message.save
+        self.submit("save", save=message.save)
+        self.refresh_changes(message.save.source)
+
+    def on_files_gone(self, message: FilesGone) -> None:
+        self.session.missing = message.paths
+        if message.paths:
+            self.query_one(LogPanel).note(f"{', '.join(message.paths)} disappeared: waiting for it to come back")
+        self.render_run({"bench", "autotune"})
+
+    def on_watch_failed(self, message: WatchFailed) -> None:
+        self.notify(f"saves are no longer watched: {message.reason}", title="watcher stopped", severity="error",
+                    timeout=30)
+
+    def on_run_began(self, message: RunBegan) -> None:
+        run = self.runs.get(message.run_id)
+        if run is None or message.run_id != self.loop.latest:
+            return
+        save = message.request.save
+        what = f"save of {', '.join(save.changed)}" if save else message.request.reason
+        self.query_one(LogPanel).begin_run(f"run {message.run_id} · {what} · {time.strftime('%H:%M:%S')}")
+
+    def on_run_event(self, message: RunEvent) -> None:
+        run = self.runs.get(message.run_id)
+        if run is None or message.run_id != self.loop.latest:
+            return  # a run that a newer save overtook: never shown as the verdict of the new source
+        event = message.event
+        had_verdict, had_bench = run.verdict_known, run.bench_shown
+        changed = run.apply(event)
+        session = self.session
+        if isinstance(event, WorkerReady):
+            session.ready = event
+        if run is not session.current and not isinstance(event, QUIET_EVENTS):
+            session.current = run
+            changed |= {"cases", "bench", "autotune"}
+        if isinstance(event, RunStarted) and run.request.save is None:
+            self.refresh_changes(None)
+        if run.bench_shown:
+            session.benched = run
+        if isinstance(event, RunFinished):
+            self._learn_configs(run)
+        self._log_event(event, run)
+        self.render_run(changed)
+        for panel in self._event_panels():
+            try:
+                panel.workbench_event(event)
+            except Exception as exc:  # noqa: BLE001
+                self.query_one(LogPanel).note(f"panel {panel.id}: {type(exc).__name__}: {exc}", style="red1")
+        if not had_verdict and run.verdict_known and run.verdict != "cancelled":
+            self.query_one(CasesTable).select_first_failure(run)
+            self.render_detail()  # now, not when the highlight message has bubbled up
+            self.call_after_refresh(self._shown, "verdict", run)
+        if not had_bench and run.bench_shown:
+            self.call_after_refresh(self._shown, "bench", run)
+
+    def _shown(self, what: str, run: RunState) -> None:
+        self.timeline.append((what, run.run_id, run.source_hash, time.time()))
+
+    def on_run_done(self, message: RunDone) -> None:
+        outcome: RunOutcome = message.outcome
+        run = self.runs.get(message.run_id)
+        if self.pm is not None:
+            try:
+                self.pm.hook.workbench_finish_run(project=self.project, finished=outcome.finished,
+                                                  events=outcome.events)
+            except Exception as exc:  # noqa: BLE001
+                self.query_one(LogPanel).note(f"a plugin's finish_run failed: {exc}", style="red1")
+        if run is not None and outcome.record is not None and run.bench_times():
+            self.bench_times[outcome.record.id] = run.bench_times()
+        if outcome.record is not None:
+            self.recorded.add(message.run_id)
+        if run is not None and message.run_id == self.loop.latest:
+            self.refresh_history(exclude=outcome.record.id if outcome.record else "",
+                                 source=self.project_source(), current_times=run.bench_times())
+
+    def _log_event(self, event: Event, run: RunState) -> None:
+        log = self.query_one(LogPanel)
+        if isinstance(event, Problem):
+            log.problem(event, str(self.project.kernel_path))
+            if event.kind in ("crash", "timeout"):
+                self.notify(f"{event.message}. A fresh worker took over.", title=f"worker {event.kind}",
+                            severity="error", timeout=8)
+        elif isinstance(event, LogLine):
+            log.line(event)
+        elif isinstance(event, RunFinished) and event.verdict != "cancelled":
+            log.note(f"run finished: verification {run.verdict} ({event.passed} passed, {event.failed} failed, "
+                     f"{event.errors} errors) in {event.duration_s:.2f} s", style="grey62")
+
+    def _event_panels(self) -> list[Any]:
+        return [w for w in self.query("TabPane > *") if hasattr(w, "workbench_event")]
+
+    def _learn_configs(self, run: RunState) -> None:
+        if run.request.pins or run.started is None:
+            return  # a pinned run verified one config: keep the full list learnt before
+        for kernel in run.started.autotuned:
+            configs = [c.split(": ", 1)[1] for c in run.configs_of(kernel)]
+            if configs:
+                self.known_configs[kernel] = configs
+        self.refresh_bindings()
+
+    # -- history and changes (read in threads) ----------------------------------------------------
+
+    def project_source(self) -> str:
+        try:
+            return self.project.kernel_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def refresh_changes(self, source: str | None) -> None:
+        self.refresh_history(source=source if source is not None else self.project_source())
+
+    @work(thread=True, group="history", exclusive=True, exit_on_error=False)
+    def refresh_history(self, exclude: str = "", source: str | None = None,
+                        current_times: dict[int, float] | None = None) -> None:
+        records = read_records(self.project)
+        series = kernel_time_series(records, self.bench_times)
+        comparisons = None
+        if source is not None:
+            comparisons = compare_with_history(records, source, lambda h: read_source(self.project, h),
+                                               self.bench_times, current_times, exclude)
+        self.call_from_thread(self._show_history, records, series, comparisons)
+
+    def _show_history(self, records, series, comparisons) -> None:
+        self.session.kernel_times = [ms for _, ms in series]
+        self.query_one(HistoryPanel).show(records, {record.id: ms for record, ms in series})
+        if comparisons is not None:
+            self.query_one(ChangesPanel).show(comparisons)
+        self.render_status()
+
+    # -- rendering ---------------------------------------------------------------------------------
+
+    def render_all(self) -> None:
+        self.render_run({"status", "cases", "bench", "autotune"})
+
+    def render_status(self) -> None:
+        self.query_one(StatusBar).show(self.session)
+
+    def render_run(self, changed: set[str]) -> None:
+        self.render_status()
+        stale = self.session.stale
+        if "cases" in changed:
+            self.query_one(CasesTable).show(self.session.current)
+            self.render_detail()
+        if "bench" in changed:
+            self.query_one(BenchPanel).show(self.session)
+        if "autotune" in changed or "bench" in changed:
+            self.query_one(AutotunePanel).show(self.session)
+        for widget in (self.query_one(CasesTable), self.query_one(CaseDetail)):
+            widget.set_class(stale, "-stale")
+            widget.border_subtitle = "stale: a newer save is running" if stale else ""
+
+    def render_detail(self) -> None:
+        run = self.session.current
+        key = self.query_one(CasesTable).selected_key()
+        row = run.rows.get(int(key)) if run is not None and key is not None else None
+        self.query_one(CaseDetail).show(row, run)
+
+    @on(DataTable.RowHighlighted, "#cases")
+    def _case_selected(self) -> None:
+        if self.is_running and self.screen.query("#cases"):  # a late highlight during shutdown has no table
+            self.render_detail()
+
+    def _tick(self) -> None:
+        latest = self.session.latest
+        if latest is not None and (latest.verdict_at is None or latest.finished is None):
+            self.render_status()
+
+    # -- actions -----------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        session = self.session
+        if action == "bench_on":
+            return not session.bench_on and not session.bench_unavailable
+        if action == "bench_off":
+            return session.bench_on and not session.bench_unavailable
+        if action == "profile":
+            return bool(self.profilers)
+        if action == "pin":
+            return True if self.known_configs or session.pins else None
+        return True
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand("Rerun", "Verify and benchmark the kernel again (r)", self.action_rerun)
+        yield SystemCommand("Verify only", "Run verification without benchmarking (v)", self.action_verify_only)
+        if not self.session.bench_unavailable:
+            on = self.session.bench_on
+            yield SystemCommand(f"Benchmarking {'off' if on else 'on'}", "Toggle benchmarking after a passing "
+                                "verification (b)", self.action_bench_off if on else self.action_bench_on)
+        for name, profiler in self.profilers.items():
+            yield SystemCommand(f"Profile with {name}", getattr(profiler, "help", "") or "Profile the kernel (p)",
+                                lambda name=name: self.action_profile(name))
+        yield SystemCommand("Open error in editor", "Open the selected case's error line in $EDITOR (e)",
+                            self.action_edit)
+        if self.known_configs or self.session.pins:
+            yield SystemCommand("Pin autotune config", "Force an autotuned kernel to one config (t)", self.action_pin)
+        for n, tab in enumerate(TABS, 1):
+            if self.query(f"#tab-{tab}"):
+                yield SystemCommand(f"Show {tab}", f"Switch to the {tab} tab ({n})",
+                                    lambda tab=tab: self.action_show_tab(tab))
+        yield SystemCommand("Quit", "Stop watching and leave (q)", self.exit)

@@ -1,0 +1,52 @@
+"""The log: compile errors and tracebacks pointing at kernel.py lines, crashes, and the worker's output."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from rich.rule import Rule
+from rich.text import Text
+from textual.widgets import RichLog
+
+from ...core.events import LogLine, Problem
+from ..render import source_excerpt
+
+TRACEBACK_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+class LogPanel(RichLog):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_lines=4000, wrap=True, markup=False, highlight=False, **kwargs)
+
+    def begin_run(self, title: str) -> None:
+        self.write(Rule(title, style="grey35", align="left"))
+
+    def problem(self, problem: Problem, kernel_path: str) -> None:
+        head = Text(f"■ {problem.kind}", style="bold red1")
+        if problem.location:
+            head.append(f"  {os.path.basename(problem.file)}:{problem.line}" if problem.line
+                        else f"  {os.path.basename(problem.file)}", style="bold")
+        head.append(f"  {problem.message}")
+        self.write(head)
+        if problem.file and problem.line:
+            self.write(source_excerpt(problem.file, problem.line))
+        if problem.traceback:
+            self.write(traceback_text(problem.traceback, kernel_path))
+
+    def line(self, line: LogLine) -> None:
+        if line.text.strip():
+            self.write(Text(line.text, style="grey62" if line.stream == "stdout" else "grey50"))
+
+    def note(self, text: str, style: str = "yellow") -> None:
+        self.write(Text(text, style=style))
+
+
+def traceback_text(traceback: str, kernel_path: str) -> Text:
+    """A traceback with the frames in the user's kernel file picked out."""
+    text = Text()
+    for line in traceback.rstrip().splitlines():
+        match = TRACEBACK_FILE_LINE.search(line)
+        in_kernel = match is not None and os.path.abspath(match["file"]) == os.path.abspath(kernel_path)
+        text.append(line + "\n", style="bold yellow" if in_kernel else "grey50")
+    return text
