@@ -9,11 +9,13 @@ BIN    := $(VENV)/bin
 # torch is installed only when the interpreter has none (GPU machines bring their own build).
 TORCH  ?= torch==2.13.0
 DEMO   ?= projects/rmsnorm
+# A GPU machine's torch and triton live in the system site; a bare machine gets them from pip.
+VENV_FLAGS ?= --system-site-packages
 
 .PHONY: setup demo test clean
 
 $(BIN)/workbench: pyproject.toml plugins/ncu/pyproject.toml plugins/sanitizer/pyproject.toml
-	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install -q triton numpy

@@ -113,3 +113,13 @@ def test_scaffold_cases_cover_dtypes_and_odd_shapes(catalog):
         for dtype in ("float16", "bfloat16"):
             assert dtype in text, (scaffold.name, dtype)
         assert ast.get_docstring(tree), f"{scaffold.name}: kernel.py needs a header docstring"
+
+
+def test_shipped_example_projects_verify_green(cli):
+    from pathlib import Path
+
+    projects = Path(__file__).resolve().parents[1] / "projects"
+    shipped = sorted(p for p in projects.iterdir() if (p / "kernel.py").is_file())
+    assert [p.name for p in shipped] == ["matmul", "rmsnorm", "softmax"]
+    code, out, err = cli("verify", *shipped, "--json")
+    assert code == 0, [(p["project"], p["problems"]) for p in json.loads(out)["projects"]]

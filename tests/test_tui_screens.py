@@ -169,6 +169,45 @@ async def test_plugin_panels_are_tabs_and_see_every_event(project):
         assert EventCounter.seen == 3
 
 
+async def test_profile_key_runs_an_installed_profiler_and_shows_its_summary(project):
+    from workbench.plugins import make_plugin_manager
+    from workbench.profiling import Profiler, ProfileResult
+
+    calls = []
+
+    def run(project_arg, options):
+        calls.append(project_arg.name)
+        return ProfileResult(exit_code=0, summary_lines=["rmsnorm_kernel: 48.2 us, DRAM 91% of peak"],
+                             report_path="/tmp/rmsnorm.ncu-rep")
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def workbench_register_profilers(register):
+            register(Profiler(name="fakeprof", help="a profiler for the test", run=run))
+
+    pm = make_plugin_manager(autoload=False)
+    pm.register(Plugin)
+    app = WorkbenchApp(project, pm=pm, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        assert "profile" in text_of(app.query_one("Footer")) or app.check_action("profile", ()) is True
+        await pilot.press("p")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if "DRAM 91%" in text_of(app.query_one("#profile-body")):
+                break
+        body = text_of(app.query_one("#profile-body"))
+        assert calls == ["rmsnorm"]
+        assert "DRAM 91% of peak" in body and "rmsnorm.ncu-rep" in body
+
+
+async def test_no_profiler_installed_means_no_profile_key(project):
+    app = app_for(project)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.check_action("profile", ()) is False
+        assert not app.query("#tab-profile")
+
+
 def test_the_ui_never_imports_torch_or_triton():
     code = ("import sys, workbench.tui.app, workbench.builtin.watching\n"
             "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))")

@@ -132,3 +132,26 @@ def test_illegal_memory_access_poisons_only_that_worker(cli, make_project):
     assert by_case[1]["status"] == "error"
     assert any(p["kind"] == "crash" for p in rec["problems"])
     assert by_case[0]["status"] == by_case[2]["status"] == "passed"
+
+
+def test_sharded_verification_is_one_run(make_project):
+    """Verification split over workers reads as one run: one ready, one start, global progress."""
+    from workbench.core.events import CaseResult, RunStarted, StageChanged, WorkerReady
+    from workbench.core.project import Project
+    from workbench.core.runner import Runner
+    from workbench.core.session import run_project
+
+    events = []
+    runner = Runner(parallel=2)
+    try:
+        outcome = run_project(Project.open(make_project(kernels.CRASHES)), runner, ["verify"], events.append)
+    finally:
+        runner.close()
+    assert sum(isinstance(e, WorkerReady) for e in events) == 1
+    started = [e for e in events if isinstance(e, RunStarted)]
+    assert len(started) == 1 and started[0].planned == [0, 1, 2]
+    progress = [e for e in events if isinstance(e, StageChanged) and e.stage == "verifying"]
+    assert {e.total for e in progress} == {3}
+    tuned = {e.case_index: e.status for e in events if isinstance(e, CaseResult) and not e.config}
+    assert tuned == {0: "passed", 1: "error", 2: "passed"}  # the crash stays in its shard
+    assert outcome.exit_code == 1

@@ -15,7 +15,6 @@ consumer only ever sees the run it asked for last. UI-free.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 import traceback
@@ -41,15 +40,6 @@ class RunRequest:
 OnRunEvent = Callable[[int, Event], None]
 OnRunStart = Callable[[int, RunRequest], None]
 OnRunDone = Callable[[int, RunRequest, RunOutcome], None]
-
-
-def bench_stage_unavailable() -> str:
-    """Why the "bench" stage cannot run in this installation, or "" when it can."""
-    try:
-        found = importlib.util.find_spec("workbench.core.bench") is not None
-    except (ImportError, ValueError):
-        found = False
-    return "" if found else "the benchmark stage (workbench.core.bench) is not installed"
 
 
 class LiveLoop:

@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from ..core.changes import compare_with_history, kernel_time_series
 from ..core.events import Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, WorkerReady
 from ..core.history import read_records, read_source
-from ..core.liveloop import LiveLoop, RunRequest, bench_stage_unavailable
+from ..core.liveloop import LiveLoop, RunRequest
 from ..core.project import Project
 from ..core.runner import Runner, default_parallel
 from ..core.session import RunOutcome
@@ -79,8 +79,7 @@ class WorkbenchApp(Actions, App):
         """`live=False` starts no watcher and no runs: the screen shows what is posted to it (tests, snapshots)."""
         super().__init__()
         self.project, self.pm, self.live = project, pm, live
-        self.session = LiveSession(project_name=project.name, kernel_name=project.kernel_path.name, bench_on=bench,
-                                   bench_unavailable=bench_stage_unavailable())
+        self.session = LiveSession(project_name=project.name, kernel_name=project.kernel_path.name, bench_on=bench)
         self.runs: dict[int, RunState] = {}
         self.known_configs: dict[str, list[str]] = {}  # autotuned kernel -> its configs, in pin-index order
         self.bench_times: dict[str, dict[int, float]] = {}  # history record id -> kernel ms per bench case
@@ -89,7 +88,8 @@ class WorkbenchApp(Actions, App):
         self.profilers = load_profilers(pm)
         self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
         self._stop_watching = threading.Event()
-        self.loop = LiveLoop(project, runner or Runner(interpret=interpret, keep_warm=True, parallel=default_parallel()), self._loop_event,
+        runner = runner or Runner(interpret=interpret, keep_warm=True, parallel=default_parallel())
+        self.loop = LiveLoop(project, runner, self._loop_event,
                              on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
                              on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)))
 

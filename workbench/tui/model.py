@@ -243,7 +243,6 @@ class LiveSession:
     last_save: Save | None = None
     missing: tuple[str, ...] = ()
     bench_on: bool = True
-    bench_unavailable: str = ""  # why the bench stage cannot run at all here
     pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
     pin_labels: dict[str, str] = field(default_factory=dict)  # ... and that config, described
     ready: WorkerReady | None = None  # the last worker that reported in
@@ -264,6 +263,13 @@ class LiveSession:
     @property
     def bench_stale(self) -> bool:
         return self.benched is not None and (self.stale or self.benched is not self.current)
+
+    @property
+    def bench_unavailable(self) -> str:
+        """Why benchmarking cannot run here ("" when it can): the workers run the interpreter."""
+        if self.ready is not None and self.ready.mode == "interpreter":
+            return f"the workers run the Triton interpreter ({self.ready.reason or 'no GPU'}); nothing is timed"
+        return ""
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -1,0 +1,146 @@
+"""softmax: numerically stable softmax over the last dimension, exp(x - max) / sum(exp(x - max)).
+
+One program handles one row; the math is fp32 whatever the input dtype. A row of up to 64 KiB
+(16384 fp32 or 32768 fp16/bf16 columns) is read once and kept in registers; a wider row is
+streamed twice in column tiles: an online pass keeps a running max and a running sum rescaled
+whenever the max grows, then a second pass writes exp(x - max) / sum.
+Dtypes: float32, float16, bfloat16. x must be contiguous. A row of all -inf gives NaN, as in
+PyTorch. One program per row: many short rows (a few hundred columns) leave the GPU underused.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+# Rows up to this many bytes fit in one program's registers without spilling.
+MAX_FUSED_BYTES = 65536
+# Rows wider than that stream in tiles. Big tiles and many warps per program leave fewer
+# programs resident, so each row's second read still finds it in L2 (H100, 1024 x 65536 bf16:
+# 20-35% faster than 4096-column tiles with 8 warps).
+WIDE_ROW_BLOCK_SIZE = 8192
+WIDE_ROW_NUM_WARPS = 32
+
+
+@triton.jit
+def softmax_kernel(
+    x_ptr, y_ptr,
+    x_row_stride, y_row_stride,
+    n_cols,
+    BLOCK_SIZE: tl.constexpr,
+    SINGLE_PASS: tl.constexpr,
+):
+    # int64: row * stride passes 2**31 elements on large activations.
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    y_row = y_ptr + row * y_row_stride
+    cols = tl.arange(0, BLOCK_SIZE)
+
+    if SINGLE_PASS:
+        mask = cols < n_cols
+        # -inf padding drops out of both the max and the sum (exp(-inf) == 0).
+        x = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        numerator = tl.exp(x - tl.max(x, axis=0))
+        y = numerator / tl.sum(numerator, axis=0)
+        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Per-lane running max and sum, combined once after the loop. The first tile is full
+        # (the row is wider than a tile), so every lane's max is finite from then on and
+        # exp(running_max - new_max) never sees -inf - -inf.
+        running_max = tl.full([BLOCK_SIZE], -float("inf"), dtype=tl.float32)
+        running_sum = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            # evict_last: the second pass reads this row again.
+            x = tl.load(x_row + offs, mask=offs < n_cols, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+            new_max = tl.maximum(running_max, x)
+            running_sum = running_sum * tl.exp(running_max - new_max) + tl.exp(x - new_max)
+            running_max = new_max
+        row_max = tl.max(running_max, axis=0)
+        row_sum = tl.sum(running_sum * tl.exp(running_max - row_max), axis=0)
+        inv_sum = 1.0 / row_sum
+        for start in range(0, n_cols, BLOCK_SIZE):
+            offs = start + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
+                        eviction_policy="evict_first").to(tl.float32)
+            y = tl.exp(x - row_max) * inv_sum
+            tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _num_warps(block_size):
+    # About 16 elements per thread: enough loads in flight, few enough registers not to spill.
+    return min(max(block_size // 512, 4), 32)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax of x over its last dimension."""
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"softmax: x must be float32, float16 or bfloat16, got {x.dtype}")
+    if x.dim() < 1 or x.shape[-1] == 0:
+        raise ValueError(f"softmax: x needs a non-empty last dimension, got shape {tuple(x.shape)}")
+    if not x.is_contiguous():
+        raise ValueError("softmax: x must be contiguous (call .contiguous())")
+
+    n_cols = x.shape[-1]
+    x_2d = x.view(-1, n_cols)
+    y = torch.empty_like(x)
+    y_2d = y.view(-1, n_cols)
+    n_rows = x_2d.shape[0]
+    if n_rows == 0:
+        return y
+
+    single_pass = n_cols * x.element_size() <= MAX_FUSED_BYTES
+    block_size = triton.next_power_of_2(n_cols) if single_pass else WIDE_ROW_BLOCK_SIZE
+    softmax_kernel[(n_rows,)](
+        x_2d, y_2d,
+        x_2d.stride(0), y_2d.stride(0),
+        n_cols,
+        BLOCK_SIZE=block_size, SINGLE_PASS=single_pass,
+        num_warps=_num_warps(block_size) if single_pass else WIDE_ROW_NUM_WARPS,
+    )
+    return y
+
+
+kernel_fn = softmax
+
+
+def reference_fn(x):
+    # Written out rather than calling PyTorch's built-in: renaming this scaffold replaces its
+    # name as a word everywhere in the file, and would rename that call too.
+    numerator = torch.exp(x - x.amax(dim=-1, keepdim=True))
+    return numerator / numerator.sum(dim=-1, keepdim=True)
+
+
+def get_inputs(rows=8192, cols=8192, dtype=torch.bfloat16):
+    # Scaled so that rows are peaked, as attention scores are, and the max subtraction matters.
+    return [torch.randn(rows, cols, device="cuda", dtype=dtype) * 4.0]
+
+
+CASES = [
+    # Verification: odd widths, a single row, one column, and widths just past the 64 KiB
+    # single-pass limit (16384 fp32 / 32768 fp16|bf16 columns) so the tiled loop runs.
+    *[
+        {"rows": rows, "cols": cols, "dtype": dtype}
+        for dtype in (torch.float32, torch.float16, torch.bfloat16)
+        for rows, cols in ((1, 1), (3, 127), (37, 1000), (5, 4097))
+    ],
+    {"rows": 2, "cols": 16385, "dtype": torch.float32},
+    {"rows": 2, "cols": 32769, "dtype": torch.float16},
+    {"rows": 2, "cols": 40000, "dtype": torch.bfloat16},
+    # Benchmark: vocabulary- and sequence-sized rows at 8192 rows, and one tiled-loop width.
+    {"purpose": "bench", "rows": 8192, "cols": 1024, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 8192, "cols": 4096, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 8192, "cols": 8192, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 8192, "cols": 32768, "dtype": torch.bfloat16},
+    {"purpose": "bench", "rows": 1024, "cols": 131072, "dtype": torch.bfloat16},
+]
+
+
+def flops(x):
+    # subtract max, exp, sum, scale
+    return 4 * x.numel()
+
+
+def bytes_moved(x):
+    return 2 * x.numel() * x.element_size()
