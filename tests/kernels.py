@@ -134,3 +134,9 @@ def get_inputs():
 ILLEGAL_ACCESS = kernel_source(kernel=KERNEL.replace(
     "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)",
     "x = tl.load(x_ptr + offs + (n == 1000) * (1 << 40), mask=mask).to(tl.float32)"))
+
+# The masks are gone: the last block reads and writes past the end of its tensors.
+MISSING_MASK = kernel_source(kernel=KERNEL.replace(
+    "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)", "x = tl.load(x_ptr + offs).to(tl.float32)").replace(
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty))"))

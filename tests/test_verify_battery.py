@@ -43,6 +43,19 @@ def test_grid_one_block_short_reports_unwritten_tail(cli, make_project):
     assert case["error_map"]
 
 
+def test_missing_mask_is_an_out_of_bounds_access(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.MISSING_MASK))
+    if rec["mode"] != "interpreter":
+        pytest.skip("on a GPU stray accesses that leave the numbers right are `workbench sanitize`'s to find")
+    assert code == 1
+    by_case = {c["case_index"]: c for c in rec["cases"] if not c["config"]}
+    message = by_case[0]["messages"][0]
+    assert by_case[0]["status"] == "error"
+    assert "out-of-bounds load" in message and "x_ptr" in message
+    line = int(message.rsplit(":", 1)[1].rstrip("]"))
+    assert "tl.load(x_ptr + offs)" in kernels.MISSING_MASK.splitlines()[line - 1]
+
+
 def test_mutated_input_fails(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT))
     assert code == 1

@@ -45,13 +45,18 @@ class CommandError(Exception):
         self.exit_code = exit_code
 
 
+def collect_by_name(hook: Callable[..., Any], what: str) -> dict[str, Any]:
+    """Call a registration hook; return what was registered, by `.name`, in registration order."""
+    found: dict[str, Any] = {}
+
+    def register(thing: Any) -> None:
+        if thing.name in found:
+            raise ValueError(f"{what} {thing.name!r} is registered twice")
+        found[thing.name] = thing
+
+    hook(register=register)
+    return found
+
+
 def collect_commands(pm: pluggy.PluginManager) -> dict[str, Command]:
-    commands: dict[str, Command] = {}
-
-    def register(command: Command) -> None:
-        if command.name in commands:
-            raise ValueError(f"command {command.name!r} is registered twice")
-        commands[command.name] = command
-
-    pm.hook.workbench_register_commands(register=register)
-    return commands
+    return collect_by_name(pm.hook.workbench_register_commands, "command")

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import pluggy
 
+from .commands import collect_by_name
+
 
 @dataclass
 class ProfileResult:
@@ -58,12 +60,4 @@ class Profiler:
 
 def collect_profilers(pm: pluggy.PluginManager) -> dict[str, Profiler]:
     """Every registered profiler by name, in registration order: the first is the default."""
-    profilers: dict[str, Profiler] = {}
-
-    def register(profiler: Profiler) -> None:
-        if profiler.name in profilers:
-            raise ValueError(f"profiler {profiler.name!r} is registered twice")
-        profilers[profiler.name] = profiler
-
-    pm.hook.workbench_register_profilers(register=register)
-    return profilers
+    return collect_by_name(pm.hook.workbench_register_profilers, "profiler")
