@@ -97,3 +97,14 @@ def test_config_tolerance_overrides_and_errors():
             assert "w.toml" in str(exc)
         else:
             raise AssertionError(f"accepted {bad}")
+
+
+def test_live_loop_bench_budget():
+    from workbench.core.config import BenchConfig
+
+    live = BenchConfig().for_live_loop()
+    assert live.rep_ms == 150 and live.warmup_ms == 50 and live.compare_torch_compile is False
+    asked = ProjectConfig.from_dict({"bench": {"live_compare_torch_compile": True, "live_rep_ms": 300}}).bench
+    assert asked.for_live_loop().compare_torch_compile is True and asked.for_live_loop().rep_ms == 300
+    off = ProjectConfig.from_dict({"bench": {"compare_torch_compile": False, "live_compare_torch_compile": True}})
+    assert off.bench.for_live_loop().compare_torch_compile is False  # never more than `bench` does

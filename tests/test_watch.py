@@ -232,3 +232,26 @@ def test_each_request_kills_the_run_in_progress_and_only_the_newest_reports(proj
         assert runner.started[-1] == project.source_hash()
     finally:
         loop.close()
+
+
+def test_live_loop_runs_benchmarks_on_the_live_budget(project):
+    jobs = []
+
+    class RecordingRunner(HangingRunner):
+        def run(self, job, on_event, timeout_s=None, interpret_timeout_s=None):
+            jobs.append(job)
+            self.cancelled.set()
+            return super().run(job, on_event, timeout_s, interpret_timeout_s)
+
+    loop = LiveLoop(project, RecordingRunner(), on_event=lambda rid, e: None)
+    loop.start()
+    try:
+        loop.submit(RunRequest(stages=("verify", "bench")))
+        deadline = time.monotonic() + 5
+        while not jobs and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        loop.close()
+    job = jobs[0]
+    assert job.options.get("live") is True
+    assert job.config["bench"]["rep_ms"] == 150 and job.config["bench"]["compare_torch_compile"] is False

@@ -216,6 +216,7 @@ class CaseBencher:
         self.emit: Callable[[Any], None] = context.emit
         self.copy_gbps, self.matmul_tflops, self.flusher = copy_gbps, matmul_tflops, flusher
         self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins)
+        self.live = bool(context.job.options.get("live"))
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
 
@@ -311,7 +312,9 @@ class CaseBencher:
                 raise
             result.notes.append(f"reference_fn could not be timed: {type(exc).__name__}: {first_line(exc)}")
         if not self.config.compare_torch_compile:
-            result.compiled_note = "not measured ([bench] compare_torch_compile = false)"
+            result.compiled_note = ("not measured in the live loop ([bench] live_compare_torch_compile; "
+                                    "`workbench bench` measures it)" if self.live else
+                                    "not measured ([bench] compare_torch_compile = false)")
             return
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
                                case_index=case.index))

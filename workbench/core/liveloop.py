@@ -104,7 +104,8 @@ class LiveLoop:
 
         started = time.monotonic()
         try:
-            outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins))
+            outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins),
+                                  options={"live": True})
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
                           traceback=traceback.format_exc()))

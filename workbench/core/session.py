@@ -7,7 +7,7 @@ kernel (the Runner's worker does).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .config import ConfigError, ProjectConfig
@@ -131,6 +131,8 @@ def run_project(project: Project, runner: Runner, stages: list[str], on_event: O
         return outcome
     project.ensure_state_dir()
     project.clear_triton_cache()
+    if (options or {}).get("live"):
+        config = replace(config, bench=config.bench.for_live_loop())
     job = build_job(project, config, stages, case_indices, pins, options)
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
