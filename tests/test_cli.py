@@ -88,6 +88,11 @@ def test_case_selection(cli, make_project):
     assert {c["case_index"] for c in cases} == {2}
 
 
+def test_unknown_case_index_exit_2(cli, make_project):
+    code, out, err = cli("verify", make_project(kernels.GOOD), "--case", "99")
+    assert code == 2 and "no case 99" in out
+
+
 def test_history_list_and_diff(cli, make_project, monkeypatch):
     project = make_project(kernels.GOOD, name="hist")
     assert cli("verify", project)[0] == 0

@@ -348,7 +348,14 @@ def select_cases(cases: list[Case], indices: list[int] | None, purpose: str) -> 
 
 def verify_stage(context: Any) -> None:
     """Worker stage "verify" (see worker.STAGES)."""
-    cases = select_cases(context.km.cases, context.job.case_indices, "verify")
+    indices = context.job.case_indices
+    unknown = sorted(set(indices or []) - {c.index for c in context.km.cases})
+    if unknown:
+        context.emit(Problem(kind="inputs", file=str(context.km.path),
+                             message=f"no case {', '.join(map(str, unknown))} in CASES "
+                                     f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
+        raise RunAborted()
+    cases = select_cases(context.km.cases, indices, "verify")
     shard = context.job.options.get("shard")
     if shard:
         k, n = shard
