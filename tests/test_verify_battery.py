@@ -117,6 +117,11 @@ def test_hang_times_out_and_the_other_cases_still_run(cli, make_project):
     assert by_case[0]["status"] == by_case[2]["status"] == "passed"
 
 
+def test_hang_time_out_from_the_command_line(cli, make_project):
+    code, out, err = cli("verify", make_project(kernels.HANGS), "--timeout", "4", "--case", "1")
+    assert code == 1 and "timed out after 4 s" in out
+
+
 def test_crash_is_that_cases_failure_and_verification_goes_on(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.CRASHES))
     assert code == 1

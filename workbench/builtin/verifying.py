@@ -40,6 +40,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", type=int, action="append", metavar="K", dest="cases",
                         help="only case K (its index in CASES); repeatable")
     parser.add_argument("--json", action="store_true", help="print one JSON record instead of the table")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="kill a case that runs longer than S seconds (default: [verify] timeout_s, 60 on a "
+                             "GPU, 300 in the interpreter)")
     parser.add_argument("-v", "--verbose", action="store_true", help="every row, tracebacks and worker output")
 
 
@@ -77,7 +80,8 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
                 progress(event)
                 context.pm.hook.workbench_observe_event(event=event, project=project)
 
-            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases)
+            options = {"timeout_s": args.timeout} if args.timeout else None
+            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, options=options)
             progress.clear()
             context.pm.hook.workbench_finish_run(project=project, finished=outcome.finished, events=outcome.events)
             outcomes.append(outcome)

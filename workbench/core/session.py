@@ -131,8 +131,12 @@ def run_project(project: Project, runner: Runner, stages: list[str], on_event: O
         return outcome
     project.ensure_state_dir()
     project.clear_triton_cache()
-    if (options or {}).get("live"):
+    options = options or {}
+    if options.get("live"):
         config = replace(config, bench=config.bench.for_live_loop())
+    if options.get("timeout_s"):  # the command line's --timeout wins over workbench.toml
+        limit = float(options["timeout_s"])
+        config = replace(config, verify=replace(config.verify, timeout_s=limit, interpret_timeout_s=limit))
     job = build_job(project, config, stages, case_indices, pins, options)
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
