@@ -125,3 +125,16 @@ def test_core_never_imports_textual():
     offenders = [p.name for p in core.glob("*.py")
                  if re.search(r"^\s*(import|from)\s+textual", p.read_text(), re.MULTILINE)]
     assert offenders == []
+
+
+def test_a_refused_bench_leaves_the_history_alone(cli, make_project):
+    project = make_project(kernels.GOOD, name="refused")
+    assert cli("verify", project)[0] == 0
+    code, out, err = cli("bench", project)
+    if code != 3:
+        import pytest
+
+        pytest.skip("a GPU is present: bench is not refused here")
+    code, out, err = cli("history", project)
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and "passed" in lines[0]

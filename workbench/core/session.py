@@ -90,6 +90,22 @@ def _plain(event: Event) -> dict[str, Any]:
     return data
 
 
+def worth_recording(outcome: RunOutcome) -> bool:
+    """A finished run of this very source that tried the kernel.
+
+    Not recorded: a cancelled run, one whose worker read a newer save, and one the
+    machine refused before any case ran (bench on the CPU, no torch): nothing was learnt
+    about the kernel, and it must not hide the last real verdict.
+    """
+    if outcome.finished is None or outcome.finished.verdict == "cancelled":
+        return False
+    started = outcome.started
+    if started is not None and started.source_hash != outcome.source_hash:
+        return False
+    refused = outcome.tally.problems and all(p.kind == "environment" for p in outcome.tally.problems)
+    return not (refused and not outcome.of_type(CaseResult))
+
+
 def build_job(project: Project, config: ProjectConfig, stages: list[str], case_indices: list[int] | None = None,
               pins: dict[str, int] | None = None, options: dict | None = None) -> Job:
     return Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(),
@@ -142,8 +158,6 @@ def run_project(project: Project, runner: Runner, stages: list[str], on_event: O
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     timeout_s = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
     runner.run(job, collect, timeout_s=timeout_s, interpret_timeout_s=verify.interpret_timeout_s)
-    if outcome.finished is not None and outcome.finished.verdict != "cancelled":
-        started_event = outcome.started
-        if started_event is None or started_event.source_hash == outcome.source_hash:
-            outcome.record = append_record(project, outcome.to_record(), source)
+    if worth_recording(outcome):
+        outcome.record = append_record(project, outcome.to_record(), source)
     return outcome
