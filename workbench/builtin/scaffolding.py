@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     cat = catalog(context)
     if args.list or not args.name:
         if not args.list:
-            raise CommandError("workbench new: a project name is required (try `workbench new --list`)")
+            raise CommandError("a project name is required (try `workbench new --list`)")
         for s in cat.scaffolds:
             kind = "template" if s.template else s.family
             aliases = f" (also: {', '.join(s.aliases)})" if s.aliases else ""
