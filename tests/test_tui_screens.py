@@ -203,7 +203,7 @@ async def test_profile_key_runs_an_installed_profiler_and_shows_its_summary(proj
 
 async def test_no_profiler_installed_means_no_profile_key(project):
     app = app_for(project)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE):
         assert app.check_action("profile", ()) is False
         assert not app.query("#tab-profile")
 

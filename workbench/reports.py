@@ -151,10 +151,6 @@ def summary_line(outcome: RunOutcome) -> str:
     return f"{verdict}: {', '.join(parts)}{took} (exit {t.exit_code})"
 
 
-def outcome_to_dict(outcome: RunOutcome) -> dict[str, Any]:
-    return outcome.to_record()
-
-
 def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
     root = ET.Element("testsuites", name="workbench verify")
     for outcome in outcomes:
@@ -187,15 +183,15 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
 
 def timing_change(older: dict[str, Any], newer: dict[str, Any]) -> list[str]:
     """Per benchmark case: the kernel's median time in two run records and the change."""
-    before = {b["case_index"]: b for b in older.get("bench", [])}
+    from .core.changes import bench_times
+
+    before, after = bench_times(older), bench_times(newer)
+    labels = {b.get("case_index"): b.get("label", "") for b in newer.get("bench") or []}
     lines = []
-    for b in newer.get("bench", []):
-        a = before.get(b["case_index"])
-        if a is None or not a.get("median_ms") or not b.get("median_ms"):
-            continue
-        change = (b["median_ms"] / a["median_ms"] - 1) * 100
-        lines.append(f"  case {b['case_index']} {b.get('label', '')}: {a['median_ms']:.4f} ms -> "
-                     f"{b['median_ms']:.4f} ms ({change:+.1f}%)")
+    for case in sorted(set(before) & set(after)):
+        change = (after[case] / before[case] - 1) * 100
+        lines.append(f"  case {case} {labels.get(case, '')}: {before[case]:.4f} ms -> "
+                     f"{after[case]:.4f} ms ({change:+.1f}%)")
     if not lines:
         lines.append("  (no benchmark timings in both runs)")
     return lines

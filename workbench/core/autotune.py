@@ -106,10 +106,6 @@ class AutotuneRecorder:
         while self._restore:
             self._restore.pop()()
 
-    @property
-    def has_listener(self) -> bool:
-        return _autotuning_knobs() is not None
-
     def _install_listener(self) -> None:
         knobs = _autotuning_knobs()
         if knobs is None:

@@ -7,13 +7,12 @@ the cases both runs timed. UI-free.
 
 from __future__ import annotations
 
-import difflib
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from .events import ENVIRONMENT_KINDS
-from .history import RunRecord
+from .history import RunRecord, text_diff
+from .timing import geometric_mean
 
 
 def verification_passed(record: RunRecord) -> bool:
@@ -42,13 +41,6 @@ def bench_times(data: dict[str, Any]) -> dict[int, float]:
     return times
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 @dataclass(frozen=True)
 class SpeedChange:
     before_ms: float
@@ -62,15 +54,10 @@ class SpeedChange:
 
 def speed_change(before: dict[int, float], after: dict[int, float]) -> SpeedChange | None:
     common = sorted(set(before) & set(after))
-    a, b = geomean([before[i] for i in common]), geomean([after[i] for i in common])
+    a, b = geometric_mean([before[i] for i in common]), geometric_mean([after[i] for i in common])
     if a is None or b is None:
         return None
     return SpeedChange(before_ms=a, after_ms=b, cases=len(common))
-
-
-def diff_sources(older: str, newer: str, older_label: str, newer_label: str, context: int = 2) -> list[str]:
-    return list(difflib.unified_diff(older.splitlines(), newer.splitlines(), older_label, newer_label, n=context,
-                                     lineterm=""))
 
 
 @dataclass
@@ -81,10 +68,6 @@ class Comparison:
     record: RunRecord | None
     diff: list[str] = field(default_factory=list)
     speed: SpeedChange | None = None
-
-    @property
-    def identical(self) -> bool:
-        return self.record is not None and not self.diff
 
 
 def compare_with_history(records: list[RunRecord], source: str, read_source, times: dict[str, dict[int, float]],
@@ -102,7 +85,7 @@ def compare_with_history(records: list[RunRecord], source: str, read_source, tim
         comparison = Comparison(title=title, record=record)
         if record is not None:
             old = read_source(record.source_hash) or ""
-            comparison.diff = diff_sources(old, source, f"kernel.py @ {record.id}", "kernel.py @ this save")
+            comparison.diff = text_diff(old, source, f"kernel.py @ {record.id}", "kernel.py @ this save", context=2)
             if current_times:
                 before = bench_times(record.data) or times.get(record.id, {})
                 comparison.speed = speed_change(before, current_times)
@@ -114,7 +97,7 @@ def kernel_time_series(records: list[RunRecord], times: dict[str, dict[int, floa
     """(record, kernel time in ms) for every benchmarked run, oldest first: the sparkline's data."""
     series = []
     for record in records:
-        ms = geomean(list((bench_times(record.data) or times.get(record.id, {})).values()))
+        ms = geometric_mean(list((bench_times(record.data) or times.get(record.id, {})).values()))
         if ms is not None:
             series.append((record, ms))
     return series

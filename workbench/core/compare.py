@@ -105,12 +105,9 @@ def worst_element(o: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, unwritten
     flat = int(torch.argmax(score.reshape(-1)))
     index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(o.shape))] if o.dim() else []
     kernel_value = None if bool(unwritten.reshape(-1)[flat]) else float(o.reshape(-1)[flat])
-    return Worst(index=index, kernel=_jsonable(kernel_value), reference=_jsonable(float(r.reshape(-1)[flat])))
-
-
-def _jsonable(value: float | None) -> float | None:
-    # NaN/inf are kept as strings by the renderer; JSON cannot carry them.
-    return finite_or_none(value)
+    # JSON carries no NaN/inf: a non-finite value travels as None and the renderer says so.
+    return Worst(index=index, kernel=finite_or_none(kernel_value),
+                 reference=finite_or_none(float(r.reshape(-1)[flat])))
 
 
 def _as_rows(mask: torch.Tensor) -> torch.Tensor:

@@ -71,26 +71,34 @@ def append_record(project: Project, data: dict[str, Any], source: str) -> RunRec
     return RunRecord(id=run_id, data=record)
 
 
-def read_records(project: Project) -> list[RunRecord]:
-    """Every readable record, oldest first. Unreadable files are skipped, never fatal."""
+def _record_paths(project: Project) -> list[Path]:
+    """Record files, oldest first (run ids sort by time); temp files of interrupted writes left out."""
     folder = history_dir(project)
     if not folder.is_dir():
         return []
-    records = []
-    for path in sorted(folder.glob("*.json")):
-        if path.name.startswith("."):
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        records.append(RunRecord(id=data.get("id", path.stem), data=data))
-    return records
+    return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
+
+
+def _read(path: Path) -> RunRecord | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return RunRecord(id=data.get("id", path.stem), data=data)
+
+
+def read_records(project: Project) -> list[RunRecord]:
+    """Every readable record, oldest first. Unreadable files are skipped, never fatal."""
+    return [r for r in map(_read, _record_paths(project)) if r is not None]
 
 
 def last_record(project: Project) -> RunRecord | None:
-    records = read_records(project)
-    return records[-1] if records else None
+    """The newest readable record, reading no more files than it takes."""
+    for path in reversed(_record_paths(project)):
+        record = _read(path)
+        if record is not None:
+            return record
+    return None
 
 
 def find_record(records: list[RunRecord], ref: str) -> RunRecord:
@@ -115,8 +123,12 @@ def read_source(project: Project, source_hash: str) -> str | None:
         return None
 
 
+def text_diff(older: str, newer: str, older_label: str, newer_label: str, context: int = 3) -> list[str]:
+    """A unified diff of two kernel sources, line by line."""
+    return list(difflib.unified_diff(older.splitlines(), newer.splitlines(), older_label, newer_label, n=context,
+                                     lineterm=""))
+
+
 def source_diff(project: Project, older: RunRecord, newer: RunRecord, context: int = 3) -> list[str]:
-    a = read_source(project, older.source_hash) or ""
-    b = read_source(project, newer.source_hash) or ""
-    return list(difflib.unified_diff(a.splitlines(), b.splitlines(), f"kernel.py@{older.id}",
-                                     f"kernel.py@{newer.id}", n=context, lineterm=""))
+    return text_diff(read_source(project, older.source_hash) or "", read_source(project, newer.source_hash) or "",
+                     f"kernel.py@{older.id}", f"kernel.py@{newer.id}", context)

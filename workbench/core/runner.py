@@ -54,7 +54,6 @@ class WorkerProcess:
             p for p in (str(PACKAGE_ROOT), child_env.get("PYTHONPATH", "")) if p)
         if interpret:
             child_env["WORKBENCH_INTERPRET"] = "1"
-        self.started_at = time.monotonic()
         self.proc = subprocess.Popen(
             [*launcher, python, "-m", "workbench.core.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",

@@ -22,6 +22,7 @@ import torch
 
 from .compilewatch import CompileWatch
 from .config import BenchConfig
+from .contract import first_line
 from .events import Timing
 from .timing import format_ms, summarize
 
@@ -218,7 +219,7 @@ def host_sync(fn: Callable[[], Any]) -> str:
     try:
         fn()
     except RuntimeError as exc:
-        return _first_line(exc)
+        return first_line(exc)
     finally:
         torch.cuda.set_sync_debug_mode(previous)
     torch.cuda.synchronize()
@@ -243,12 +244,7 @@ def recover_from_failed_capture() -> None:
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         raise GraphCaptureBroke(f"a failed CUDA-graph capture left torch's CUDA state unusable: "
-                                f"{type(exc).__name__}: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:160] if text else ""
+                                f"{type(exc).__name__}: {first_line(exc)}") from exc
 
 
 class _Nothing:
@@ -296,7 +292,7 @@ def measure(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watc
         graph_samples, calls = time_with_graph(fn, config, flusher, watch)
     except Exception as exc:  # noqa: BLE001 - something else a graph cannot hold; per-call events stand
         recover_from_failed_capture()
-        notes.append(f"{what}: CUDA-graph capture failed ({type(exc).__name__}: {_first_line(exc)}); "
+        notes.append(f"{what}: CUDA-graph capture failed ({type(exc).__name__}: {first_line(exc)}); "
                      "per-call events kept")
         return Measurement(timing, notes)
     if watch.compiled:

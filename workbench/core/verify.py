@@ -17,9 +17,18 @@ import torch
 
 from .compare import compare, tensors_equal_bitwise
 from .config import VerifyConfig
-from .contract import Case, KernelModule, describe_config, find_autotuners, is_compilation_error, \
-    kernel_frame, problem_from_exception, root_cause
+from .contract import (
+    Case,
+    KernelModule,
+    describe_config,
+    find_autotuners,
+    is_compilation_error,
+    kernel_frame,
+    problem_from_exception,
+    root_cause,
+)
 from .events import CaseResult, Event, Problem, StageChanged
+from .interpreter_fixes import OutOfBoundsAccess
 from .torchmodes import PrefillEmpty
 
 Emit = Callable[[Event], None]
@@ -64,9 +73,15 @@ def flatten_outputs(value: Any, prefix: str = "") -> Outputs:
     return Outputs([torch.as_tensor(value)], [prefix])
 
 
-def upcast(inputs: list[Any]) -> list[Any]:
-    return [x.detach().to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in inputs]
+@dataclass
+class Reference:
+    outputs: Outputs
+    precision: str  # float64 | float32 | native
+    note: str = ""
+
+
+def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
+    return [x.detach().to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
 
 
 def clone_inputs(inputs: list[Any]) -> list[Any]:
@@ -139,7 +154,7 @@ class Verifier:
             return False
         # The interpreter reports a bad kernel body at run time, from inside the @jit function;
         # an out-of-bounds access found there is the kernel being wrong, not failing to compile.
-        if type(root_cause(exc)).__name__ == "OutOfBoundsAccess":
+        if isinstance(root_cause(exc), OutOfBoundsAccess):
             return False
         line, _ = kernel_frame(exc, self.km.path)
         return any(first <= line <= last for first, last, _ in self.km.jit_line_ranges)
@@ -161,24 +176,34 @@ class Verifier:
             raise RunAborted()
         return inputs
 
-    def _reference(self, inputs: list[Any], case: Case) -> tuple[Outputs, str]:
-        note = ""
+    def reference(self, inputs: list[Any], case: Case) -> "Reference":
+        """reference_fn on upcast inputs: float64, else float32 (a reference that refuses float64,
+        or a benchmark shape too big for it), else the inputs' own dtype; the note says which."""
+        notes = []
+        for dtype in (torch.float64, torch.float32):
+            try:
+                out = self.km.reference_fn(*cast_floats(inputs, dtype))
+                synchronize()
+                note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
+                return Reference(flatten_outputs(out), str(dtype).replace("torch.", ""), note)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
+            except Exception as exc:  # noqa: BLE001 - some references refuse float64; try the next precision
+                if is_cuda_fatal(exc):
+                    raise ContextPoisoned(str(exc)) from exc
+                notes.append(f"{str(dtype).replace('torch.', '')} failed: {type(exc).__name__}")
         try:
-            ref = self.km.reference_fn(*upcast(inputs))
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001
+            out = self.km.reference_fn(*clone_inputs(inputs))
+            synchronize()
+        except Exception as exc:  # noqa: BLE001
             if is_cuda_fatal(exc):
                 raise ContextPoisoned(str(exc)) from exc
-            try:  # some references cannot run in float64; fall back to the inputs' own dtype
-                ref = self.km.reference_fn(*clone_inputs(inputs))
-                note = f"reference_fn ran in the inputs' own dtype (float64 failed: {type(exc).__name__})"
-            except BaseException as exc2:  # noqa: BLE001
-                self.emit(problem_from_exception("reference", exc2, self.km.path,
-                                                 f"reference_fn raised on case {case.label}", case.index))
-                raise RunAborted() from exc2
-        synchronize()
-        return flatten_outputs(ref), note
+            self.emit(problem_from_exception("reference", exc, self.km.path,
+                                             f"reference_fn raised on case {case.label}", case.index))
+            raise RunAborted() from exc
+        return Reference(flatten_outputs(out), "native",
+                         f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)})")
 
     # -- one case -----------------------------------------------------------------------
 
@@ -192,7 +217,8 @@ class Verifier:
                                notes=[f"inputs hold more than {limit} elements: too large for the interpreter "
                                       "([verify] interpret_max_elements)"])]
         originals = clone_inputs(inputs)
-        ref, ref_note = self._reference(inputs, case)
+        reference = self.reference(inputs, case)
+        ref, ref_note = reference.outputs, reference.note
         results = []
         base = CaseResult(case_index=case.index, label=case.label, status="passed", dtype=main_dtype(inputs, []))
         if ref_note:
