@@ -207,3 +207,26 @@ def test_kernel_wrong_under_repetition_posts_no_time(cli, make_project, cache_di
     assert row["recheck"].startswith("failed") and row["median_ms"] is None and row["kernel"] is None
     assert any(c["status"] == "failed" and "timed calls" in " ".join(c["messages"]) for c in record["cases"])
     assert "RE-CHECK FAILED" in record["bench_summary"]
+
+
+ZEROED_OUTPUT = kernels.kernel_source(launcher=kernels.LAUNCHER.replace("torch.empty_like(x)", "torch.zeros_like(x)"))
+
+
+def test_compile_only_compiles_every_config_and_launches_nothing(make_project, tmp_path, monkeypatch):
+    """What the verification shards do with the benchmark cases: fill the cache, run nothing, pick nothing."""
+    import torch
+
+    from workbench.core.contract import load_kernel
+    from workbench.core.precompile import compile_only
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    km = load_kernel(make_project(ZEROED_OUTPUT) / "kernel.py")
+    x = torch.randn(4097, device="cuda")
+    with compile_only():
+        out = km.kernel_fn(x)
+    torch.cuda.synchronize()
+    assert torch.count_nonzero(out) == 0  # nothing ran
+    assert len(list((tmp_path / "triton").rglob("*.cubin"))) == 2  # both autotune configs compiled
+    tuner = km.module.scale_kernel
+    assert not tuner.cache  # no pick: the benchmark makes it, alone on the GPU
+    torch.testing.assert_close(km.kernel_fn(x), x * 2)  # outside the block, launches are real again

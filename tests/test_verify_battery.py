@@ -173,3 +173,41 @@ def test_sharded_verification_is_one_run(make_project):
     tuned = {e.case_index: e.status for e in events if isinstance(e, CaseResult) and not e.config}
     assert tuned == {0: "passed", 1: "error", 2: "passed"}  # the crash stays in its shard
     assert outcome.exit_code == 1
+
+
+def test_sharded_verification_says_verified_once_before_the_benchmark(make_project):
+    """The verdict is complete when the last shard is past its cases, not when the bench worker is up."""
+    from workbench.core.events import CaseResult, Problem, StageChanged
+    from workbench.core.project import Project
+    from workbench.core.runner import Runner
+    from workbench.core.session import run_project
+
+    events = []
+    runner = Runner(parallel=2)
+    try:
+        run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"], events.append)
+    finally:
+        runner.close()
+    stages = [(n, e.stage) for n, e in enumerate(events) if isinstance(e, StageChanged)]
+    verified = [n for n, stage in stages if stage == "verified"]
+    assert len(verified) == 1
+    assert verified[0] > max(n for n, e in enumerate(events) if isinstance(e, CaseResult) and not e.config)
+    assert "precompiling" not in {stage for _, stage in stages}  # a shard's own business
+    # What follows the verdict is the benchmark: timed on a GPU, refused by the interpreter.
+    after = events[verified[0] + 1:]
+    assert any(isinstance(e, StageChanged) and e.stage == "benchmarking" for e in after) or \
+        any(isinstance(e, Problem) and e.kind == "environment" for e in after)
+
+
+def test_the_screen_knows_the_verdict_at_verified_and_files_later_problems_under_the_benchmark():
+    from workbench.core.events import CaseResult, Problem, StageChanged
+    from workbench.core.liveloop import RunRequest
+    from workbench.tui.model import RunState
+
+    run = RunState(run_id=1, request=RunRequest(stages=("verify", "bench")))
+    run.apply(CaseResult(case_index=0, label="n=1", status="passed"))
+    assert not run.verdict_known and run.verdict == "running"
+    run.apply(StageChanged(stage="verified"))
+    assert run.verdict_known and run.verdict == "passed" and run.phase == "bench"
+    run.apply(Problem(kind="crash", message="the bench worker died"))
+    assert run.verdict == "passed" and run.bench_problems and not run.problems

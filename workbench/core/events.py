@@ -63,7 +63,7 @@ class StageChanged(Event):
     """Progress: what the worker is doing now ("verifying", case 3/12)."""
 
     type: ClassVar[str] = "stage"
-    stage: str  # importing | verifying | benchmarking | profiling | done
+    stage: str  # importing | verifying | verified (every case has its verdict) | benchmarking | profiling
     detail: str = ""
     current: int = 0
     total: int = 0

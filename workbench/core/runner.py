@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from .events import CaseResult, Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, Tally, \
     WorkerReady, event_from_json
+from .precompile import PRECOMPILING
 from .worker import EXIT_POISONED, Job
 
 OnEvent = Callable[[Event], None]
@@ -263,6 +264,8 @@ class Runner:
         if self.parallel > 1 and "verify" in job.stages and job.case_indices != []:
             cut = job.stages.index("verify") + 1
             first, rest = job.stages[:cut], job.stages[cut:]
+            if "bench" in rest:
+                first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
             self._run_sharded(replace(job, stages=first), relay, limits)
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._run_with_restarts(replace(job, stages=rest), relay, limits)
@@ -275,13 +278,22 @@ class Runner:
         return finished
 
     def _run_sharded(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
-        """Verification split over `parallel` workers, their events merged into one run."""
-        merged = ShardMerger(relay)
+        """Verification split over `parallel` workers, their events merged into one run.
+
+        Once every shard is past its verification cases, one StageChanged("verified") says
+        the verdict is complete, ahead of whatever the shards do next (precompiling).
+        """
         n = self.parallel if job.case_indices is None else min(self.parallel, len(job.case_indices))
-        threads = [threading.Thread(target=self._run_with_restarts, daemon=True,
-                                    args=(replace(job, options={**job.options, "shard": [k, n]}),
-                                          merged.relay, limits))
-                   for k in range(n)]
+        merged = ShardMerger(relay, n)
+
+        def run_shard(k: int) -> None:
+            try:
+                self._run_with_restarts(replace(job, options={**job.options, "shard": [k, n]}),
+                                        lambda event: merged.relay(event, k), limits)
+            finally:
+                merged.shard_over(k)
+
+        threads = [threading.Thread(target=run_shard, args=(k,), daemon=True) for k in range(n)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -411,15 +423,29 @@ class ShardMerger:
     whole plan), progress counted over every shard, each Problem once.
     """
 
-    def __init__(self, relay: OnEvent):
+    def __init__(self, relay: OnEvent, shards: int = 1):
         self._relay = relay
         self._lock = threading.Lock()
         self._seen_ready = self._seen_started = False
         self._total = 0
         self._done: set[int] = set()
         self._problems: set[tuple[str, str]] = set()
+        self._shards = shards
+        self._verified: set[int] = set()  # shards past their verification cases
 
-    def relay(self, event: Event) -> None:
+    def shard_over(self, shard: int) -> None:
+        """Shard `shard` verified its cases (and maybe more): the last one completes the verdict."""
+        with self._lock:
+            if shard in self._verified:
+                return
+            self._verified.add(shard)
+            if len(self._verified) == self._shards:
+                self._relay(StageChanged(stage="verified", detail=f"{len(self._done)} of {self._total} cases"))
+
+    def relay(self, event: Event, shard: int = 0) -> None:
+        if isinstance(event, StageChanged) and event.stage == PRECOMPILING:
+            self.shard_over(shard)  # a shard's own work after verification is not the run's progress
+            return
         with self._lock:
             if isinstance(event, WorkerReady):
                 if self._seen_ready:

@@ -30,6 +30,7 @@ EXIT_POISONED = 75
 STAGES: dict[str, str] = {
     "verify": "workbench.core.verify:verify_stage",
     "bench": "workbench.core.bench:bench_stage",
+    "precompile": "workbench.core.precompile:precompile_stage",  # a verify shard's share of the bench cases
     "require_gpu": "workbench.core.bench:require_gpu_stage",  # first stage of `bench`: refuse the interpreter
     "measure_ceilings": "workbench.core.device:measure_ceilings_stage",  # `doctor --measure`; needs no kernel
 }
@@ -98,6 +99,13 @@ def _warm_up() -> tuple[Any, str, str, str]:
         from .interpreter_fixes import apply
 
         apply()
+    else:
+        from .compiler_warmup import warm_compiler
+
+        try:
+            warm_compiler(torch)
+        except Exception:  # noqa: BLE001 - only a head start: the user's first compile pays instead
+            pass
     return torch, mode, device_name, reason
 
 

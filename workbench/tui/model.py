@@ -76,6 +76,7 @@ class RunState:
     finished: RunFinished | None = None
     planned: list[int] = field(default_factory=list)  # verification's cases, in order
     benchmarking: bool = False
+    verified: bool = False  # every verification case has its verdict (a sharded run says so)
     verdict_at: float | None = None  # wall clock when the verdict became known
     bench_at: float | None = None  # ... and the first benchmark result
 
@@ -95,6 +96,8 @@ class RunState:
             self.stage = event
             if event.stage == "benchmarking":
                 self.benchmarking = True
+            elif event.stage == "verified":
+                self.verified = True
             if event.case_index is not None and event.stage == "verifying":
                 row = self.rows.setdefault(event.case_index, CaseRow(index=event.case_index, label=event.detail))
                 row.label = event.detail or row.label
@@ -110,7 +113,7 @@ class RunState:
         elif isinstance(event, Problem):
             if event.kind in ENVIRONMENT_KINDS and self.started is not None:
                 self.benchmarking = True  # the bench stage refusing (no GPU): verification is over
-            if self.benchmarking:
+            if self.benchmarking or self.verified:  # after the verdict: the benchmark's business
                 self.bench_problems.append(event)
                 changed.add("bench")
             else:
@@ -160,7 +163,7 @@ class RunState:
 
     @property
     def verdict_known(self) -> bool:
-        return self.finished is not None or self.benchmarking
+        return self.finished is not None or self.benchmarking or self.verified
 
     def tally(self) -> Tally:
         tally = Tally()
@@ -185,7 +188,7 @@ class RunState:
         """Where in PHASES the run is now (the current phase is the one not yet done)."""
         if self.finished is not None:
             return "done"
-        if self.benchmarking:
+        if self.benchmarking or (self.verified and "bench" in self.request.stages):
             return "bench"
         if self.ready is None:
             return "cache"

@@ -1,0 +1,75 @@
+"""Compile the benchmark cases' kernels ahead of the benchmark, without running them.
+
+A cold benchmark spends most of its first seconds in Triton compiling one
+specialisation per benchmark shape, one case after another, in the one worker
+that times them. While verification is sharded over several workers, each shard
+(worker stage "precompile", after its verification cases) compiles its share of
+the benchmark cases into the project's Triton cache instead; the benchmark's
+worker then loads them from disk. Nothing is launched: `compile_only()` turns
+every `kernel[grid](...)` into Triton's own warm-up call (compile, no launch),
+and an autotuner compiles each of its configs instead of timing them, so the
+picks are still made by the benchmark, alone on the GPU.
+
+It is an optimisation and nothing more: whatever goes wrong here is left for the
+benchmark to meet and report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from .events import StageChanged
+
+PRECOMPILING = "precompiling"  # the StageChanged a shard sends when its verification is over
+
+
+@contextlib.contextmanager
+def compile_only() -> Iterator[None]:
+    """Within: launching a Triton kernel compiles it (every autotune config) and runs nothing."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import KernelInterface
+
+    def getitem(self: Any, grid: Any) -> Any:
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=True, **kwargs)
+
+    def compile_configs(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["warmup"] = True
+        self.nargs = dict(zip(self.arg_names, args))
+        try:
+            for config in self.prune_configs(kwargs):
+                with contextlib.suppress(Exception):  # a config that cannot compile: the benchmark reports it
+                    self.fn.run(*args, **{**kwargs, **config.all_kwargs()})
+        finally:
+            self.nargs = None
+
+    saved = KernelInterface.__getitem__, Autotuner.run
+    KernelInterface.__getitem__, Autotuner.run = getitem, compile_configs
+    try:
+        yield
+    finally:
+        KernelInterface.__getitem__, Autotuner.run = saved
+
+
+def precompile_stage(context: Any) -> None:
+    """Worker stage "precompile": this shard's share of the benchmark cases, compiled into the cache."""
+    context.emit(StageChanged(stage=PRECOMPILING))
+    if context.interpret:
+        return  # the interpreter compiles nothing
+    from .verify import select_cases
+
+    indices = context.job.case_indices
+    cases = select_cases(context.km.cases, indices, "bench") if indices is not None else \
+        [c for c in context.km.cases if c.purpose == "bench"]
+    k, n = context.job.options.get("shard") or (0, 1)
+    km = context.km
+    import torch
+
+    for case in cases[k::n]:
+        try:
+            with compile_only():
+                km.kernel_fn(*km.get_inputs(**case.params))
+        except Exception:  # noqa: BLE001 - the benchmark meets it again and reports it
+            pass
+        finally:
+            torch.cuda.empty_cache()
