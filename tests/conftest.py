@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -6,6 +7,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Runs shard verification over at most two workers here: enough to exercise sharding, and a
+# 16-core GPU machine does not start eight CUDA workers for every small test project.
+if "WORKBENCH_WORKERS" not in os.environ:
+    from workbench.core.runner import default_parallel
+
+    os.environ["WORKBENCH_WORKERS"] = str(min(2, default_parallel()))
 
 
 def _has_cuda() -> bool:

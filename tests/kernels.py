@@ -64,6 +64,9 @@ MUTATES_INPUT = kernel_source(kernel=KERNEL.replace(
     "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)\n"
     "    tl.store(x_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)"))
 
+# The same, declared to the autotuner: it puts x back after timing each config.
+MUTATES_INPUT_RESTORED = MUTATES_INPUT.replace('key=["n"])', 'key=["n"], restore_value=["x_ptr"])')
+
 # One autotune config computes the wrong thing.
 BAD_CONFIG = kernel_source(kernel=KERNEL.replace("y = x * 2.0", "y = x * 2.0 if BLOCK == 64 else x * 3.0"))
 

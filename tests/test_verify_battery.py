@@ -63,8 +63,19 @@ def test_mutated_input_fails(cli, make_project):
 
 
 def test_mutated_input_allowed_when_declared_inplace(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT, toml="[verify]\ninplace = true\n"))
+    assert 'restore_value=["x_ptr"]' in kernels.MUTATES_INPUT_RESTORED
+    code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT_RESTORED, toml="[verify]\ninplace = true\n"))
     assert code == 0, failing(rec)
+
+
+def test_an_autotuned_kernel_that_changes_its_input_is_pointed_at_restore_value(cli, make_project):
+    """On a GPU the autotuner times each config by running it again and again on the same tensors."""
+    code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT, toml="[verify]\ninplace = true\n"))
+    if code == 0:
+        assert rec["mode"] == "interpreter"
+        pytest.skip("the interpreter's autotuner ran each config once: the input changed once")
+    notes = [n for c in failing(rec) for n in c["notes"]]
+    assert code == 1 and any("restore_value" in n and "scale_kernel" in n for n in notes), failing(rec)
 
 
 def test_one_bad_autotune_config_is_named(cli, make_project):
@@ -177,7 +188,7 @@ def test_sharded_verification_is_one_run(make_project):
 
 def test_sharded_verification_says_verified_once_before_the_benchmark(make_project):
     """The verdict is complete when the last shard is past its cases, not when the bench worker is up."""
-    from workbench.core.events import CaseResult, Problem, StageChanged
+    from workbench.core.events import CaseResult, Problem, RunStarted, StageChanged
     from workbench.core.project import Project
     from workbench.core.runner import Runner
     from workbench.core.session import run_project
@@ -191,7 +202,8 @@ def test_sharded_verification_says_verified_once_before_the_benchmark(make_proje
     stages = [(n, e.stage) for n, e in enumerate(events) if isinstance(e, StageChanged)]
     verified = [n for n, stage in stages if stage == "verified"]
     assert len(verified) == 1
-    assert verified[0] > max(n for n, e in enumerate(events) if isinstance(e, CaseResult) and not e.config)
+    planned = set(next(e for e in events if isinstance(e, RunStarted)).planned)
+    assert verified[0] > max(n for n, e in enumerate(events) if isinstance(e, CaseResult) and e.case_index in planned)
     assert "precompiling" not in {stage for _, stage in stages}  # a shard's own business
     # What follows the verdict is the benchmark: timed on a GPU, refused by the interpreter.
     after = events[verified[0] + 1:]
@@ -211,3 +223,16 @@ def test_the_screen_knows_the_verdict_at_verified_and_files_later_problems_under
     assert run.verdict_known and run.verdict == "passed" and run.phase == "bench"
     run.apply(Problem(kind="crash", message="the bench worker died"))
     assert run.verdict == "passed" and run.bench_problems and not run.problems
+
+
+def test_reports_list_cases_in_case_order_whatever_order_the_shards_finished(tmp_path):
+    from workbench.core.events import CaseResult
+    from workbench.core.project import Project
+    from workbench.core.session import RunOutcome
+
+    (tmp_path / "kernel.py").write_text(kernels.GOOD)
+    outcome = RunOutcome(project=Project.open(tmp_path), source_hash="x")
+    for index, config in ((2, ""), (0, ""), (0, "BLOCK=64"), (1, ""), (0, "BLOCK=128")):
+        outcome.events.append(CaseResult(case_index=index, label=f"case {index}", status="passed", config=config))
+    assert [(c["case_index"], c["config"]) for c in outcome.to_record()["cases"]] == \
+        [(0, ""), (0, "BLOCK=64"), (0, "BLOCK=128"), (1, ""), (2, "")]

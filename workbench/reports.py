@@ -45,7 +45,7 @@ def mode_line(outcome: RunOutcome) -> str:
 
 
 def case_rows(outcome: RunOutcome) -> list[CaseResult]:
-    return [e for e in outcome.events if isinstance(e, CaseResult)]
+    return outcome.case_results()
 
 
 def problems(outcome: RunOutcome) -> list[Problem]:

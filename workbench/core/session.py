@@ -47,6 +47,10 @@ class RunOutcome:
     def of_type(self, cls: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, cls)]
 
+    def case_results(self) -> list[CaseResult]:
+        """Every CaseResult in case order (verification shards finish in any order); stable within a case."""
+        return sorted(self.of_type(CaseResult), key=lambda r: r.case_index)
+
     def to_record(self) -> dict[str, Any]:
         """The run as a JSON-ready dict: the history record and `--json` output."""
         ready = self.ready
@@ -63,7 +67,7 @@ class RunOutcome:
             "exit_code": self.tally.exit_code,
             "counts": {"passed": self.tally.passed, "failed": self.tally.failed,
                        "errors": self.tally.errors, "skipped": self.tally.skipped},
-            "cases": [_plain(r) for r in self.of_type(CaseResult)],
+            "cases": [_plain(r) for r in self.case_results()],
             "problems": [_plain(p) for p in self.of_type(Problem)],
             "duration_s": self.finished.duration_s if self.finished else None,
             **self._bench_fields(),

@@ -152,16 +152,22 @@ class LaunchPad:
 
     @classmethod
     def cycles_per_ms(cls) -> float:
-        """The spin's rate, measured once per process (it counts SM clock cycles)."""
+        """The spin's rate, measured once per process: it counts SM clock cycles.
+
+        Read at idle clocks the rate comes out low and every later spin short (an idle
+        H200 runs its SMs at a sixth of boost), so a long spin raises the clocks first,
+        and the fastest of three readings wins: a spin too long costs only time.
+        """
         if cls._cycles_per_ms is None:
             cycles = 2_000_000
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(cycles)  # first call: load the kernel, raise the clocks
-            start.record()
-            torch.cuda._sleep(cycles)
-            end.record()
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
+            torch.cuda._sleep(15 * cycles)  # 8 ms at boost, 45 ms at idle clocks: they rise meanwhile
+            for start, end in zip(events[::2], events[1::2]):
+                start.record()
+                torch.cuda._sleep(cycles)
+                end.record()
             torch.cuda.synchronize()
-            cls._cycles_per_ms = cycles / max(start.elapsed_time(end), 1e-3)
+            cls._cycles_per_ms = max(cycles / max(s.elapsed_time(e), 1e-3) for s, e in zip(events[::2], events[1::2]))
         return cls._cycles_per_ms
 
 

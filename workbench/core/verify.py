@@ -243,7 +243,10 @@ class Verifier:
         except BaseException as exc:  # noqa: BLE001
             results.append(self._error_result(base, exc, start, "second run"))
             return results
-        results.append(self._judge(base, inputs, first, second, ref, start))
+        verdict = self._judge(base, inputs, first, second, ref, start)
+        if mutated and verdict.status == "failed":
+            verdict.notes += autotune_mutation_hints(self.autotuners)
+        results.append(verdict)
         results += self._verify_each_config(case, inputs, originals, ref)
         return results
 
@@ -325,6 +328,16 @@ class Verifier:
         base.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
         base.duration_s = time.perf_counter() - start
         return base
+
+
+def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
+    """Why an in-place kernel can come out wrong only when autotuned, for each tuner that allows it."""
+    return [f"the kernel changes its inputs and {name} is autotuned: the autotuner times each config by running "
+            "it many times on the same tensors, changing them every time; list the arguments it writes in "
+            "@triton.autotune(restore_value=[...])"
+            for name, tuner in autotuners.items()
+            if len(tuner.configs) > 1 and not getattr(tuner, "restore_value", None)
+            and not getattr(tuner, "reset_to_zero", None)]
 
 
 def unwritten_mask(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor | None:
