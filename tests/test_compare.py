@@ -103,7 +103,7 @@ def test_live_loop_bench_budget():
     from workbench.core.config import BenchConfig
 
     live = BenchConfig().for_live_loop()
-    assert live.rep_ms == 150 and live.warmup_ms == 50 and live.compare_torch_compile is False
+    assert live.rep_ms == 100 and live.warmup_ms == 25 and live.compare_torch_compile is False
     asked = ProjectConfig.from_dict({"bench": {"live_compare_torch_compile": True, "live_rep_ms": 300}}).bench
     assert asked.for_live_loop().compare_torch_compile is True and asked.for_live_loop().rep_ms == 300
     off = ProjectConfig.from_dict({"bench": {"compare_torch_compile": False, "live_compare_torch_compile": True}})

@@ -236,3 +236,19 @@ def test_reports_list_cases_in_case_order_whatever_order_the_shards_finished(tmp
         outcome.events.append(CaseResult(case_index=index, label=f"case {index}", status="passed", config=config))
     assert [(c["case_index"], c["config"]) for c in outcome.to_record()["cases"]] == \
         [(0, ""), (0, "BLOCK=64"), (0, "BLOCK=128"), (1, ""), (2, "")]
+
+
+def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_project):
+    from workbench.core.project import Project
+    from workbench.core.runner import Runner
+    from workbench.core.session import run_project
+
+    runner = Runner(parallel=2, keep_warm=True)
+    try:
+        runner.prewarm()
+        assert runner.workers_per_run == 3 and len(runner._spares) == 3
+        run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"])
+        assert sum(w.proc.poll() is None for w in runner._spares) == 3  # refilled for the next save
+    finally:
+        runner.close()
+    assert Runner(parallel=1).workers_per_run == 1

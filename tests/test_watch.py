@@ -254,4 +254,4 @@ def test_live_loop_runs_benchmarks_on_the_live_budget(project):
         loop.close()
     job = jobs[0]
     assert job.options.get("live") is True
-    assert job.config["bench"]["rep_ms"] == 150 and job.config["bench"]["compare_torch_compile"] is False
+    assert job.config["bench"]["rep_ms"] == 100 and job.config["bench"]["compare_torch_compile"] is False

@@ -17,7 +17,7 @@ overrides what it names:
     cuda_graph_below_us = 20     # shorter calls are timed by CUDA-graph replay
     compare_torch_compile = true # also time torch.compile(reference_fn)
     l2_flush = "read"            # between calls, read 2 x L2 ("write": memset it, as do_bench does)
-    live_rep_ms = 150            # the live loop's shorter series (`workbench bench` uses rep_ms)
+    live_rep_ms = 100            # the live loop's shorter series (`workbench bench` uses rep_ms)
     live_compare_torch_compile = false   # the live loop skips torch.compile (seconds per save)
 
     [tolerance.bfloat16]         # any of float32, tf32, float16, bfloat16
@@ -37,6 +37,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
+
+
+LIVE_WARMUP_MS = 25.0  # the live loop's warm-up before each series (clocks are up from verification)
 
 
 class ConfigError(Exception):
@@ -92,12 +95,12 @@ class BenchConfig:
     compare_torch_compile: bool = True
     l2_flush: str = "read"  # "read": clean cold L2, as under ncu; "write": as triton.testing.do_bench
     timeout_s: float = 600.0  # longest quiet spell in a bench run (a cold torch.compile can take minutes)
-    live_rep_ms: float = 150.0  # the live loop answers within seconds of a save: a shorter series
+    live_rep_ms: float = 100.0  # the live loop answers within seconds of a save: a shorter series
     live_compare_torch_compile: bool = False  # torch.compile costs seconds per case and save
 
     def for_live_loop(self) -> "BenchConfig":
         """The same method with the live loop's budget: fewer samples, torch.compile only if asked for."""
-        return replace(self, warmup_ms=min(self.warmup_ms, 50.0), rep_ms=min(self.rep_ms, self.live_rep_ms),
+        return replace(self, warmup_ms=min(self.warmup_ms, LIVE_WARMUP_MS), rep_ms=min(self.rep_ms, self.live_rep_ms),
                        compare_torch_compile=self.compare_torch_compile and self.live_compare_torch_compile)
 
 

@@ -198,6 +198,8 @@ class Runner:
         self._spares: list[WorkerProcess] = []
         self._active: set[WorkerProcess] = set()
         self._cancelled = threading.Event()
+        # Set while shards compile: the spares for the next run start after, not beside them.
+        self._refill_held = threading.Event()
         self._lock = threading.Lock()
 
     # -- worker supply -------------------------------------------------------------------
@@ -205,11 +207,16 @@ class Runner:
     def _new_worker(self) -> WorkerProcess:
         return WorkerProcess(self.interpret, self.env, self.python, self.launcher)
 
+    @property
+    def workers_per_run(self) -> int:
+        """A sharded run takes one worker per shard, then one for the stages after verification."""
+        return self.parallel + 1 if self.parallel > 1 else 1
+
     def prewarm(self) -> None:
         """Start spare workers now (as many as a run takes), so the next run waits for no start-up."""
         with self._lock:
             self._spares = [w for w in self._spares if w.proc.poll() is None]
-            while len(self._spares) < self.parallel:
+            while len(self._spares) < self.workers_per_run:
                 self._spares.append(self._new_worker())
 
     def _take_worker(self) -> WorkerProcess:
@@ -219,7 +226,7 @@ class Runner:
             self._spares = alive
         if worker is None:
             worker = self._new_worker()
-        if self.keep_warm:
+        if self.keep_warm and not self._refill_held.is_set():
             self.prewarm()
         with self._lock:
             self._active.add(worker)
@@ -266,7 +273,13 @@ class Runner:
             first, rest = job.stages[:cut], job.stages[cut:]
             if "bench" in rest:
                 first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
-            self._run_sharded(replace(job, stages=first), relay, limits)
+            self._refill_held.set()
+            try:
+                self._run_sharded(replace(job, stages=first), relay, limits)
+            finally:
+                self._refill_held.clear()
+            if self.keep_warm:
+                self.prewarm()
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._run_with_restarts(replace(job, stages=rest), relay, limits)
         else:

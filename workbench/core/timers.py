@@ -71,8 +71,14 @@ def _clamp(value: float, low: int, high: int) -> int:
 
 
 def estimate_ms(fn: Callable[[], Any], flush: Callable[[], None]) -> float:
-    """GPU time of one (flush + call), from a few calls between two events."""
+    """GPU time of one (flush + call), from a few calls between two events.
+
+    One untimed call first: a first launch may load its module (lazy loading), milliseconds
+    that would make a host-bound call look GPU-bound and leave it unpadded.
+    """
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush()
+    fn()
     torch.cuda.synchronize()
     start.record()
     for _ in range(ESTIMATE_CALLS):
