@@ -198,8 +198,6 @@ class Runner:
         self._spares: list[WorkerProcess] = []
         self._active: set[WorkerProcess] = set()
         self._cancelled = threading.Event()
-        # Set while shards compile: the spares for the next run start after, not beside them.
-        self._refill_held = threading.Event()
         self._lock = threading.Lock()
 
     # -- worker supply -------------------------------------------------------------------
@@ -226,8 +224,8 @@ class Runner:
             self._spares = alive
         if worker is None:
             worker = self._new_worker()
-        if self.keep_warm and not self._refill_held.is_set():
-            self.prewarm()
+        if self.keep_warm:
+            self.prewarm()  # now: a spare needs seconds to warm, and the next save may come soon
         with self._lock:
             self._active.add(worker)
         return worker
@@ -273,13 +271,7 @@ class Runner:
             first, rest = job.stages[:cut], job.stages[cut:]
             if "bench" in rest:
                 first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
-            self._refill_held.set()
-            try:
-                self._run_sharded(replace(job, stages=first), relay, limits)
-            finally:
-                self._refill_held.clear()
-            if self.keep_warm:
-                self.prewarm()
+            self._run_sharded(replace(job, stages=first), relay, limits)
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._run_with_restarts(replace(job, stages=rest), relay, limits)
         else:
