@@ -252,3 +252,21 @@ def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_p
     finally:
         runner.close()
     assert Runner(parallel=1).workers_per_run == 1
+
+
+def test_what_the_kernel_prints_reaches_the_log_even_though_the_exit_is_not_waited_for(make_project):
+    from workbench.core.events import LogLine
+    from workbench.core.project import Project
+    from workbench.core.runner import Runner
+    from workbench.core.session import run_project
+
+    chatty = kernels.kernel_source(launcher=kernels.LAUNCHER.replace(
+        "    return out", "    print('kernel_fn says hello', x.numel(), flush=True)\n    return out"))
+    events = []
+    runner = Runner()
+    try:
+        run_project(Project.open(make_project(chatty)), runner, ["verify"], events.append)
+    finally:
+        runner.close()
+    said = [e.text for e in events if isinstance(e, LogLine) and "kernel_fn says hello" in e.text]
+    assert any(text.endswith(" 4097") for text in said), said  # the last case's print, too

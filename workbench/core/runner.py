@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from .events import CaseResult, Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, Tally, \
     WorkerReady, event_from_json
 from .precompile import PRECOMPILING
-from .worker import EXIT_POISONED, Job
+from .worker import EXIT_POISONED, JOB_DONE, Job
 
 OnEvent = Callable[[Event], None]
 MAX_RESTARTS = 3
@@ -137,8 +137,11 @@ class WorkerProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
+        self.wait_exit()
+
+    def wait_exit(self, timeout: float = 5.0) -> None:
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             pass
 
@@ -197,6 +200,7 @@ class Runner:
         self.parallel = max(1, parallel)
         self._spares: list[WorkerProcess] = []
         self._active: set[WorkerProcess] = set()
+        self._exiting: list[WorkerProcess] = []
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
 
@@ -231,9 +235,24 @@ class Runner:
         return worker
 
     def _release(self, worker: WorkerProcess) -> None:
+        """Kill a worker whose job is over. A GPU process takes a few hundred ms to exit (its
+        context torn down): that is waited for in the background, or by `_await_exits`."""
         with self._lock:
             self._active.discard(worker)
-        worker.kill()
+            self._exiting = [w for w in self._exiting if w.proc.poll() is None] + [worker]
+        if worker.proc.poll() is None:
+            try:
+                os.killpg(worker.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                worker.proc.kill()
+        threading.Thread(target=worker.wait_exit, daemon=True).start()
+
+    def _await_exits(self) -> None:
+        """Until the workers of earlier stages are gone: nothing else holds the GPU while a kernel is timed."""
+        with self._lock:
+            exiting, self._exiting = self._exiting, []
+        for worker in exiting:
+            worker.wait_exit()
 
     def cancel(self) -> None:
         """Kill the run in progress (kill-then-restart: the caller starts the next run)."""
@@ -273,6 +292,7 @@ class Runner:
                 first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
             self._run_sharded(replace(job, stages=first), relay, limits)
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
+                self._await_exits()
                 self._run_with_restarts(replace(job, stages=rest), relay, limits)
         else:
             self._run_with_restarts(job, relay, limits)
@@ -381,6 +401,12 @@ class Runner:
                 deadline = time.monotonic() + limit
             if isinstance(event, RunStarted):
                 planned = shard_of(event.planned, job.options.get("shard"))
+            elif isinstance(event, StageChanged) and event.stage == JOB_DONE:
+                if event.current == 0:  # a clean end: the exit itself is not waited for
+                    for line in worker.drain_log(timeout=0.02):  # its last prints, already sent
+                        relay(line)
+                    return None
+                continue  # a poisoned context: the exit status below says what to resume
             elif isinstance(event, StageChanged):
                 stage, current, current_label = event.stage, event.case_index, event.detail
             elif isinstance(event, CaseResult) and not event.config:

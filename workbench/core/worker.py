@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 EXIT_POISONED = 75
+JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
 
 # Stages a job can ask for, by name -> "module:function". Functions take
 # (context: JobContext) and emit events through context.emit. A job may also
@@ -116,7 +117,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     emit = EventStream(events_fd)
 
-    from .events import Problem, WorkerReady
+    from .events import Problem, StageChanged, WorkerReady
 
     try:
         torch, mode, device_name, reason = _warm_up()
@@ -134,7 +135,10 @@ def main() -> int:
     line = sys.stdin.readline()
     if not line.strip():
         return 0  # the parent let this warm worker go unused
-    return run_job(Job.from_json(line), emit, ready)
+    code = run_job(Job.from_json(line), emit, ready)
+    sys.stderr.flush()
+    emit(StageChanged(stage=JOB_DONE, current=code))  # the parent need not wait for the exit itself
+    return code
 
 
 def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
