@@ -199,3 +199,26 @@ def test_report_names_a_bench_case_wrong_before_timing(tmp_path):
     outcome.tally.add(wrong)
     text = format_bench(outcome)
     assert "not timed: case 5, wrong before timing" in text
+
+
+def test_the_reference_key_ignores_the_kernel_and_follows_the_reference(tmp_path):
+    """What lets the live loop reuse a reference time across saves, and only while it still holds."""
+    import kernels
+
+    from workbench.core.bench import reference_key
+    from workbench.core.config import BenchConfig
+    from workbench.core.contract import load_kernel
+
+    def key(source, case=0, gpu="NVIDIA H200", config=BenchConfig()):
+        path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.py"
+        path.write_text(source)
+        km = load_kernel(path)
+        return reference_key(km, km.cases[case], config, gpu)
+
+    base = key(kernels.GOOD)
+    assert key(kernels.GOOD) == base
+    assert key(kernels.BAD_CONFIG) == base  # the kernel changed, the reference did not
+    assert key(kernels.GOOD.replace("return x * 2", "return x * 2.0")) != base
+    assert key(kernels.GOOD, case=1) != base
+    assert key(kernels.GOOD, gpu="NVIDIA H100 80GB HBM3") != base
+    assert key(kernels.GOOD, config=BenchConfig(l2_flush="write")) != base

@@ -255,3 +255,31 @@ def test_live_loop_runs_benchmarks_on_the_live_budget(project):
     job = jobs[0]
     assert job.options.get("live") is True
     assert job.config["bench"]["rep_ms"] == 100 and job.config["bench"]["compare_torch_compile"] is False
+
+
+def test_live_loop_hands_the_reference_times_it_saw_to_the_next_run(project):
+    """A save changes the kernel, not the reference: the next benchmark reuses its time (same key)."""
+    from workbench.core.events import BenchResult, Timing
+
+    jobs = []
+    timing = Timing(median_ms=1.5, q25_ms=1.4, q75_ms=1.6, min_ms=1.3, samples=40, method="cuda events")
+
+    class OneRunRunner(HangingRunner):
+        def run(self, job, on_event, timeout_s=None, interpret_timeout_s=None):
+            jobs.append(job)
+            on_event(BenchResult(case_index=3, label="n=1048576", reference=timing, reference_key="k1"))
+            finished = RunFinished(verdict="passed")
+            on_event(finished)
+            return finished
+
+    done = threading.Semaphore(0)
+    loop = LiveLoop(project, OneRunRunner(), on_event=lambda rid, e: None, on_done=lambda *args: done.release())
+    loop.start()
+    try:
+        for _ in range(2):
+            loop.submit(RunRequest(stages=("verify", "bench")))
+            assert done.acquire(timeout=5)
+    finally:
+        loop.close()
+    assert jobs[0].options["reference_timings"] == {}
+    assert jobs[1].options["reference_timings"] == {"k1": vars(timing)}

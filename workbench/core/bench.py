@@ -15,6 +15,8 @@ are), then to the inputs' own dtype with tolerances doubled, and says so.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import inspect
 import time
 from typing import Any, Callable
 
@@ -31,7 +33,7 @@ from .contract import (
     problem_from_exception,
 )
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
-from .events import BenchResult, CaseResult, Problem, StageChanged
+from .events import BenchResult, CaseResult, Problem, StageChanged, Timing
 from .timers import GraphCaptureBroke, L2Flusher, measure
 from .timing import (
     BYTES_FROM_KERNEL,
@@ -61,6 +63,8 @@ INTERPRETER_REFUSAL = ("benchmarking needs a CUDA GPU, and this run uses the Tri
                        "({reason}); the interpreter's times say nothing about a kernel's speed, so none are taken. "
                        "Run `workbench verify` here for correctness, and `workbench bench` on a machine with a GPU.")
 NATIVE_TOLERANCE_FACTOR = 2.0
+REUSED_REFERENCE_NOTE = ("reference time from an earlier run of the live loop (reference_fn, get_inputs, case and "
+                         "GPU unchanged); `workbench bench` times it afresh")
 COMPILE_WARMUP_CALLS = 3
 
 
@@ -182,6 +186,9 @@ class CaseBencher:
         self.copy_gbps, self.matmul_tflops, self.flusher = copy_gbps, matmul_tflops, flusher
         self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins)
         self.live = bool(context.job.options.get("live"))
+        # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
+        self.known_references: dict[str, dict] = context.job.options.get("reference_timings") or {}
+        self.device_name = torch.cuda.get_device_name()
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
 
@@ -266,16 +273,13 @@ class CaseBencher:
                         originals: list[Any] | None) -> None:
         if originals is not None:
             restore_inputs(inputs, originals)
-        try:
-            self.km.reference_fn(*inputs)  # its first call in the inputs' own dtype: warm it outside the timing
-            reference = measure(lambda: self.km.reference_fn(*inputs), self.config, self.flusher, self.watch,
-                                "reference")
-            result.reference = reference.timing
-            result.notes += reference.notes
-        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure
-            if is_cuda_fatal(exc):
-                raise
-            result.notes.append(f"reference_fn could not be timed: {type(exc).__name__}: {first_line(exc)}")
+        result.reference_key = reference_key(self.km, case, self.config, self.device_name)
+        known = self.known_references.get(result.reference_key) if self.live else None
+        if known:
+            result.reference = Timing(**known)
+            result.notes.append(REUSED_REFERENCE_NOTE)
+        else:
+            self._time_reference(result, inputs)
         if not self.config.compare_torch_compile:
             result.compiled_note = ("not measured in the live loop ([bench] live_compare_torch_compile; "
                                     "`workbench bench` measures it)" if self.live else
@@ -296,6 +300,18 @@ class CaseBencher:
             return
         result.compiled = timed.timing
         result.notes += timed.notes
+
+    def _time_reference(self, result: BenchResult, inputs: list[Any]) -> None:
+        try:
+            self.km.reference_fn(*inputs)  # its first call in the inputs' own dtype: warm it outside the timing
+            reference = measure(lambda: self.km.reference_fn(*inputs), self.config, self.flusher, self.watch,
+                                "reference")
+            result.reference = reference.timing
+            result.notes += reference.notes
+        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure
+            if is_cuda_fatal(exc):
+                raise
+            result.notes.append(f"reference_fn could not be timed: {type(exc).__name__}: {first_line(exc)}")
 
     def _amounts(self, result: BenchResult, inputs: list[Any], outputs: Outputs) -> None:
         """Bytes and FLOPs of one call: from kernel.py when it says, else the bytes' lower bound."""
@@ -324,6 +340,22 @@ class CaseBencher:
         result.compute_fraction = fraction(result.tflops, self.matmul_tflops)
         result.speedup_vs_reference = speedup(result.reference, result.kernel)
         result.speedup_vs_compiled = speedup(result.compiled, result.kernel)
+
+
+def reference_key(km: KernelModule, case: Case, config: Any, device_name: str) -> str:
+    """What the reference's time depends on: reference_fn's and get_inputs' source, the case, the GPU,
+    torch and the timing method. Not the kernel: a save that changes only the kernel keeps the key."""
+    parts = [function_source(km.reference_fn), function_source(km.get_inputs), repr(sorted(case.params.items())),
+             device_name, torch.__version__,
+             repr([getattr(config, f.name) for f in dataclasses.fields(config)])]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def function_source(fn: Any) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return repr(fn)
 
 
 def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any]) -> tuple[Callable[..., Any] | None, str]:

@@ -208,6 +208,7 @@ class BenchResult(Event):
     notes: list[str] = field(default_factory=list)
     sm_clock_mhz: int | None = None  # read right after the kernel's timed series (boost clocks, or not)
     temperature_c: int | None = None
+    reference_key: str = ""  # what the reference's time depends on (bench.reference_key): the live loop reuses it
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":

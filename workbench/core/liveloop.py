@@ -18,10 +18,10 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from .events import Event, Problem, RunFinished
+from .events import BenchResult, Event, Problem, RunFinished
 from .project import Project
 from .runner import Runner
 from .session import RunOutcome, run_project
@@ -51,6 +51,7 @@ class LiveLoop:
         self._pending: tuple[int, RunRequest] | None = None
         self._latest = 0
         self._closed = False
+        self._reference_timings: dict[str, dict] = {}  # bench.reference_key -> Timing, from earlier runs
         self._thread = threading.Thread(target=self._serve, name="workbench-live-loop", daemon=True)
 
     @property
@@ -105,11 +106,18 @@ class LiveLoop:
         started = time.monotonic()
         try:
             outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins),
-                                  options={"live": True})
+                                  options={"live": True, "reference_timings": dict(self._reference_timings)})
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
                           traceback=traceback.format_exc()))
             relay(RunFinished(verdict="error", errors=1, duration_s=round(time.monotonic() - started, 3)))
             return
+        self._learn_references(outcome)
         if self.on_done is not None and not self._closed:
             self.on_done(run_id, request, outcome)
+
+    def _learn_references(self, outcome: RunOutcome) -> None:
+        """Keep the reference times a run measured: the next save's benchmark reuses them (same key)."""
+        for result in outcome.of_type(BenchResult):
+            if result.reference is not None and result.reference_key:
+                self._reference_timings[result.reference_key] = asdict(result.reference)
