@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workbench.core.bench import REUSED_REFERENCE_NOTE  # noqa: E402
 from workbench.core.events import BenchResult, CaseResult, DeviceFacts, RunStarted, StageChanged, \
     WorkerReady  # noqa: E402
 from workbench.core.project import Project, source_hash  # noqa: E402
@@ -214,6 +215,7 @@ async def workbench_loop(project: Project, saves: int, timeout: float,
                 "device_facts_s": since(DeviceFacts.__name__),
                 "bench_rows_s": [t - times.saved for t in times.bench_results],
                 "bench_cases": len(run.bench),
+                "references_reused": sum(REUSED_REFERENCE_NOTE in b.notes for b in run.bench),
                 "bench_note": next((p.message for p in run.bench_problems), ""),
             }
             if not run.bench:
@@ -362,6 +364,10 @@ def main() -> int:
             ("benchmark complete", "bench_done_s", "bench_done_s", wb_done, plain_done)):
         print(f"  {label:30} {fmt(wb_v)} {spread(r[wb_key] for r in wb_rows):>13} "
               f"{fmt(plain_v)} {spread(r[plain_key] for r in plain_rows):>13} {ratio(plain_v, wb_v):>9}")
+    reused = [r["references_reused"] for r in wb_rows if r["bench_cases"]]
+    if reused:
+        print(f"  reference times reused from earlier runs (live loop): {reused} of {wb_rows[0]['bench_cases']} "
+              "cases per save")
     notes = {r["bench_note"] for r in wb_rows if r["bench_note"]}
     for note in notes:
         print(f"  benchmarking: {note[:150]}")
