@@ -270,3 +270,22 @@ def test_what_the_kernel_prints_reaches_the_log_even_though_the_exit_is_not_wait
         runner.close()
     said = [e.text for e in events if isinstance(e, LogLine) and "kernel_fn says hello" in e.text]
     assert any(text.endswith(" 4097") for text in said), said  # the last case's print, too
+
+
+def test_under_a_launcher_the_run_ends_when_the_launcher_is_done(make_project, tmp_path):
+    """A profiler or sanitizer writes its report after the worker exits: the run must not cut it off."""
+    import shlex
+
+    from workbench.core.project import Project
+    from workbench.core.runner import Runner
+    from workbench.core.session import run_project
+
+    report = tmp_path / "report.txt"
+    launcher = ["sh", "-c", f'"$@"; sleep 0.5; echo written > {shlex.quote(str(report))}', "launcher"]
+    runner = Runner(launcher=launcher)
+    try:
+        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"])
+    finally:
+        runner.close()
+    assert outcome.exit_code == 0
+    assert report.read_text().strip() == "written"

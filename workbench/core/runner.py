@@ -402,11 +402,13 @@ class Runner:
             if isinstance(event, RunStarted):
                 planned = shard_of(event.planned, job.options.get("shard"))
             elif isinstance(event, StageChanged) and event.stage == JOB_DONE:
-                if event.current == 0:  # a clean end: the exit itself is not waited for
+                # A clean end: the exit is not waited for. Under a launcher (a profiler, a sanitizer)
+                # it is: the launcher writes its report once the worker has gone.
+                if event.current == 0 and not self.launcher:
                     for line in worker.drain_log(timeout=0.02):  # its last prints, already sent
                         relay(line)
                     return None
-                continue  # a poisoned context: the exit status below says what to resume
+                continue  # a poisoned context, or a launcher still at work: the exit says the rest
             elif isinstance(event, StageChanged):
                 stage, current, current_label = event.stage, event.case_index, event.detail
             elif isinstance(event, CaseResult) and not event.config:
