@@ -62,3 +62,24 @@ def cli(monkeypatch, capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture
+def plugin_cli(capsys):
+    """plugin_cli(module, name, command) -> run(*args): `workbench command ...` with only that plugin."""
+    from workbench.cli import main
+    from workbench.plugins import make_plugin_manager
+
+    def bind(module, name: str, command: str):
+        pm = make_plugin_manager(autoload=False)
+        pm.register(module, name=name)
+
+        def run(*args):
+            capsys.readouterr()
+            code = main([command, *map(str, args)], pm=pm)
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        return run
+
+    return bind

@@ -18,7 +18,6 @@ if importlib.util.find_spec("workbench_ncu") is None:  # not pip-installed: use 
 
 import workbench_ncu  # noqa: E402
 from kernels import GOOD  # noqa: E402
-from workbench.cli import main  # noqa: E402
 from workbench.core.events import Problem, WorkerReady  # noqa: E402
 from workbench.core.project import Project  # noqa: E402
 from workbench.plugins import make_plugin_manager  # noqa: E402
@@ -190,17 +189,8 @@ needs_no_gpu = pytest.mark.skipif(
 
 
 @pytest.fixture
-def ncu_cli(capsys):
-    pm = make_plugin_manager(autoload=False)
-    pm.register(workbench_ncu, name="ncu")
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(["profile", *map(str, args)], pm=pm)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def ncu_cli(plugin_cli):
+    return plugin_cli(workbench_ncu, "ncu", "profile")
 
 
 def test_ncu_not_installed(make_project, ncu_cli, monkeypatch, tmp_path):

@@ -21,7 +21,6 @@ if importlib.util.find_spec("workbench_sanitizer") is None:  # not pip-installed
 
 import workbench_sanitizer  # noqa: E402
 from kernels import GOOD  # noqa: E402
-from workbench.cli import main  # noqa: E402
 from workbench.core.events import LogLine, StageChanged, WorkerReady  # noqa: E402
 from workbench.core.project import Project  # noqa: E402
 from workbench.plugins import make_plugin_manager  # noqa: E402
@@ -153,17 +152,8 @@ def test_the_sanitizer_command_line():
 # -- failures: one line, exit code 3 ----------------------------------------------------------------
 
 @pytest.fixture
-def sanitize_cli(capsys):
-    pm = make_plugin_manager(autoload=False)
-    pm.register(workbench_sanitizer, name="sanitizer")
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(["sanitize", *map(str, args)], pm=pm)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def sanitize_cli(plugin_cli):
+    return plugin_cli(workbench_sanitizer, "sanitizer", "sanitize")
 
 
 def test_compute_sanitizer_not_installed(make_project, sanitize_cli, monkeypatch, tmp_path):

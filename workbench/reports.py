@@ -44,10 +44,6 @@ def mode_line(outcome: RunOutcome) -> str:
     return f"GPU {ready.device_name} | torch {ready.torch_version}, triton {ready.triton_version}"
 
 
-def case_rows(outcome: RunOutcome) -> list[CaseResult]:
-    return outcome.case_results()
-
-
 def problems(outcome: RunOutcome) -> list[Problem]:
     return [e for e in outcome.events if isinstance(e, Problem)]
 
@@ -56,7 +52,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     """The readable report of one project's verification."""
     project = outcome.project
     lines = [f"{project.name}  {relpath(str(project.kernel_path))}", f"  {mode_line(outcome)}"]
-    rows = case_rows(outcome)
+    rows = outcome.case_results()
     if rows:
         header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm")
         table = [header]
@@ -154,7 +150,7 @@ def summary_line(outcome: RunOutcome) -> str:
 def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
     root = ET.Element("testsuites", name="workbench verify")
     for outcome in outcomes:
-        rows = case_rows(outcome)
+        rows = outcome.case_results()
         probs = [p for p in problems(outcome) if p.case_index is None]
         suite = ET.SubElement(root, "testsuite", name=outcome.project.name,
                               tests=str(len(rows) + len(probs)),

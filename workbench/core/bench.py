@@ -33,7 +33,7 @@ from .contract import (
     problem_from_exception,
 )
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
-from .events import BenchResult, CaseResult, Problem, StageChanged, Timing
+from .events import BenchResult, CaseResult, DeviceFacts, Problem, StageChanged, Timing
 from .timers import GraphCaptureBroke, L2Flusher, measure
 from .timing import (
     BYTES_FROM_KERNEL,
@@ -131,7 +131,7 @@ def bench_stage(context: Any) -> None:
     facts.notes = notes + ([selection_note] if selection_note else [])
     emit(facts)
     flusher = L2Flusher(facts.l2_bytes, context.config.bench.l2_flush)
-    bencher = CaseBencher(context, facts.copy_gbps, facts.matmul_tflops, flusher)
+    bencher = CaseBencher(context, facts, flusher)
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases), case_index=case.index))
         bencher.run(case)
@@ -178,17 +178,16 @@ def widened(config: VerifyConfig, factor: float) -> VerifyConfig:
 class CaseBencher:
     """Checks, times and re-checks one benchmark case after another."""
 
-    def __init__(self, context: Any, copy_gbps: float | None, matmul_tflops: float | None, flusher: L2Flusher):
+    def __init__(self, context: Any, facts: DeviceFacts, flusher: L2Flusher):
         self.km: KernelModule = context.km
         self.config = context.config.bench
         self.inplace = context.config.verify.inplace
         self.emit: Callable[[Any], None] = context.emit
-        self.copy_gbps, self.matmul_tflops, self.flusher = copy_gbps, matmul_tflops, flusher
+        self.facts, self.flusher = facts, flusher
         self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins)
         self.live = bool(context.job.options.get("live"))
         # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
         self.known_references: dict[str, dict] = context.job.options.get("reference_timings") or {}
-        self.device_name = torch.cuda.get_device_name()
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
 
@@ -273,7 +272,7 @@ class CaseBencher:
                         originals: list[Any] | None) -> None:
         if originals is not None:
             restore_inputs(inputs, originals)
-        result.reference_key = reference_key(self.km, case, self.config, self.device_name)
+        result.reference_key = reference_key(self.km, case, self.config, self.facts.name)
         known = self.known_references.get(result.reference_key) if self.live else None
         if known:
             result.reference = Timing(**known)
@@ -336,8 +335,8 @@ class CaseBencher:
         flops_per_s = rate_per_s(result.flops, result.kernel)
         result.gbps = bytes_per_s / 1e9 if bytes_per_s is not None else None
         result.tflops = flops_per_s / 1e12 if flops_per_s is not None else None
-        result.bandwidth_fraction = fraction(result.gbps, self.copy_gbps)
-        result.compute_fraction = fraction(result.tflops, self.matmul_tflops)
+        result.bandwidth_fraction = fraction(result.gbps, self.facts.copy_gbps)
+        result.compute_fraction = fraction(result.tflops, self.facts.matmul_tflops)
         result.speedup_vs_reference = speedup(result.reference, result.kernel)
         result.speedup_vs_compiled = speedup(result.compiled, result.kernel)
 

@@ -56,16 +56,13 @@ def precompile_stage(context: Any) -> None:
     context.emit(StageChanged(stage=PRECOMPILING))
     if context.interpret:
         return  # the interpreter compiles nothing
-    from .verify import select_cases
-
-    indices = context.job.case_indices
-    cases = select_cases(context.km.cases, indices, "bench") if indices is not None else \
-        [c for c in context.km.cases if c.purpose == "bench"]
-    k, n = context.job.options.get("shard") or (0, 1)
-    km = context.km
     import torch
 
-    for case in cases[k::n]:
+    from .verify import select_cases
+    from .worker import shard_of
+
+    km = context.km
+    for case in shard_of(select_cases(km.cases, context.job.case_indices, "bench"), context.job.options.get("shard")):
         try:
             with compile_only():
                 km.kernel_fn(*km.get_inputs(**case.params))

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from .events import CaseResult, Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, Tally, \
     WorkerReady, event_from_json
 from .precompile import PRECOMPILING
-from .worker import EXIT_POISONED, JOB_DONE, Job
+from .worker import EXIT_POISONED, JOB_DONE, Job, shard_of
 
 OnEvent = Callable[[Event], None]
 MAX_RESTARTS = 3
@@ -131,13 +131,17 @@ class WorkerProcess:
         self.proc.stdin.write(job.to_json() + "\n")
         self.proc.stdin.flush()
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
+        """SIGKILL the worker's process group; wait for the exit here, or in the background."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
-        self.wait_exit()
+        if wait:
+            self.wait_exit()
+        else:
+            threading.Thread(target=self.wait_exit, daemon=True).start()
 
     def wait_exit(self, timeout: float = 5.0) -> None:
         try:
@@ -240,12 +244,7 @@ class Runner:
         with self._lock:
             self._active.discard(worker)
             self._exiting = [w for w in self._exiting if w.proc.poll() is None] + [worker]
-        if worker.proc.poll() is None:
-            try:
-                os.killpg(worker.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                worker.proc.kill()
-        threading.Thread(target=worker.wait_exit, daemon=True).start()
+        worker.kill(wait=False)
 
     def _await_exits(self) -> None:
         """Until the workers of earlier stages are gone: nothing else holds the GPU while a kernel is timed."""
@@ -439,14 +438,6 @@ class Runner:
         # The resumed job names its cases itself: it is no longer a shard of the plan.
         options = {k: v for k, v in job.options.items() if k != "shard"}
         return replace(job, case_indices=remaining, stages=["verify"], options=options)
-
-
-def shard_of(cases: list[int], shard: list[int] | None) -> list[int]:
-    """The cases shard [k, n] verifies: every n-th, from the k-th (the worker picks the same)."""
-    if not shard:
-        return list(cases)
-    k, n = shard
-    return list(cases[k::n])
 
 
 class ShardMerger:

@@ -30,6 +30,7 @@ from .contract import (
 from .events import CaseResult, Event, Problem, StageChanged
 from .interpreter_fixes import OutOfBoundsAccess
 from .torchmodes import PrefillEmpty
+from .worker import shard_of
 
 Emit = Callable[[Event], None]
 
@@ -394,9 +395,5 @@ def verify_stage(context: Any) -> None:
                              message=f"no case {', '.join(map(str, unknown))} in CASES "
                                      f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
         raise RunAborted()
-    cases = select_cases(context.km.cases, indices, "verify")
-    shard = context.job.options.get("shard")
-    if shard:
-        k, n = shard
-        cases = cases[k::n]
+    cases = shard_of(select_cases(context.km.cases, indices, "verify"), context.job.options.get("shard"))
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins)

@@ -55,6 +55,32 @@ class Job:
         return cls(**json.loads(text))
 
 
+def shard_of(cases: list, shard: list[int] | None) -> list:
+    """The cases shard [k, n] of a job takes: every n-th, from the k-th (the runner counts the same)."""
+    if not shard:
+        return list(cases)
+    k, n = shard
+    return list(cases[k::n])
+
+
+def gpu_stage_cases(context: "JobContext", select: Callable[[list, list[int] | None], list],
+                    refusal: str) -> list | None:
+    """The opening of a GPU-only stage (a plugin's profiler or sanitizer): in the interpreter, emit
+    `refusal`; else the cases `select(cases, asked-for indices)` picks, or None after saying none match."""
+    from .events import Problem
+
+    if context.interpret:
+        context.emit(Problem(kind="environment", message=refusal))
+        return None
+    km = context.km
+    cases = select(km.cases, context.job.case_indices)
+    if not cases:
+        context.emit(Problem(kind="inputs", message=f"no case has index {context.job.case_indices} "
+                                                    f"(CASES has {len(km.cases)})", file=str(km.path)))
+        return None
+    return cases
+
+
 @dataclass
 class JobContext:
     job: Job

@@ -13,8 +13,9 @@ from typing import Any
 
 from workbench.core.contract import Case, describe_config, find_autotuners, is_compilation_error, \
     problem_from_exception
-from workbench.core.events import Problem, StageChanged
+from workbench.core.events import StageChanged
 from workbench.core.verify import ContextPoisoned, RunAborted, is_cuda_fatal
+from workbench.core.worker import gpu_stage_cases
 
 from .events import NVTX_PREFIX, ProfiledCase
 
@@ -77,18 +78,13 @@ def kernel_facts(module: Any) -> list[dict[str, Any]]:
 
 def profile_stage(context: Any) -> None:
     emit = context.emit
-    if context.interpret:
-        emit(Problem(kind="environment", message="Nsight Compute profiles GPU kernels, and this machine has no "
-                                                 "CUDA GPU that torch can see"))
+    cases = gpu_stage_cases(context, profile_cases, "Nsight Compute profiles GPU kernels, and this machine has no "
+                                                    "CUDA GPU that torch can see")
+    if cases is None:
         return
     import torch
 
     km = context.km
-    cases = profile_cases(km.cases, context.job.case_indices)
-    if not cases:
-        emit(Problem(kind="inputs", message=f"no case has index {context.job.case_indices} "
-                                            f"(CASES has {len(km.cases)})", file=str(km.path)))
-        return
     warm_calls = int(context.job.options.get("warm_calls", WARM_CALLS))
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="profiling", detail=case.label, current=n, total=len(cases),

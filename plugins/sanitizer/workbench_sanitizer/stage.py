@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.core.contract import Case, first_line, is_compilation_error, problem_from_exception
-from workbench.core.events import Problem, StageChanged
+from workbench.core.events import StageChanged
 from workbench.core.verify import ContextPoisoned, RunAborted, is_cuda_fatal
+from workbench.core.worker import gpu_stage_cases
 
 from .events import SanitizedCase, SanitizePlan
 
@@ -30,18 +31,14 @@ def sanitize_cases(cases: list[Case], indices: list[int] | None, all_cases: bool
 
 def sanitize_stage(context: Any) -> None:
     emit = context.emit
-    if context.interpret:
-        emit(Problem(kind="environment", message="compute-sanitizer checks GPU kernels, and this machine has no "
-                                                 "CUDA GPU that torch can see"))
+    all_cases = bool(context.job.options.get("all_cases"))
+    cases = gpu_stage_cases(context, lambda cases, indices: sanitize_cases(cases, indices, all_cases),
+                            "compute-sanitizer checks GPU kernels, and this machine has no CUDA GPU that torch can see")
+    if cases is None:
         return
     import torch
 
     km = context.km
-    cases = sanitize_cases(km.cases, context.job.case_indices, bool(context.job.options.get("all_cases")))
-    if not cases:
-        emit(Problem(kind="inputs", message=f"no case has index {context.job.case_indices} "
-                                            f"(CASES has {len(km.cases)})", file=str(km.path)))
-        return
     emit(SanitizePlan(cases=[c.index for c in cases], labels=[c.label for c in cases]))
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="sanitizing", detail=case.label, current=n, total=len(cases), case_index=case.index))
