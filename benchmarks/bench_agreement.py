@@ -90,7 +90,7 @@ def bench_runs(project: Path, runs: int, out: Path) -> list[dict]:
 # -- 2. triton.testing.do_bench on the same call --------------------------------------------
 
 def load(project: Path):
-    from workbench.core.contract import load_kernel
+    from workbench.core.project.contract import load_kernel
 
     return load_kernel(project / "kernel.py")
 
@@ -147,7 +147,7 @@ def ncu_child(kernel_path: Path, case_index: int, calls: int) -> None:
     """Runs under ncu: warm up (compile, autotune) unprofiled, then `calls` profiled calls."""
     import torch
 
-    from workbench.core.contract import load_kernel
+    from workbench.core.project.contract import load_kernel
 
     km = load_kernel(kernel_path)
     case = next(c for c in km.cases if c.index == case_index)
@@ -248,7 +248,7 @@ def main() -> int:
     project = resolve_project(args.project)
     records = bench_runs(project, args.runs, args.out)
     facts = records[0].get("device_facts") or {}
-    from workbench.core.config import load_config
+    from workbench.core.project.config import load_config
 
     config = load_config(project / "workbench.toml").bench  # the same budget the workbench used
     cases = [(row["case_index"], row["label"]) for row in records[0]["bench"]]

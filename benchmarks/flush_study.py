@@ -29,9 +29,9 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from workbench.core.config import BenchConfig
-    from workbench.core.contract import load_kernel
-    from workbench.core.timers import L2Flusher
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.project.contract import load_kernel
+    from workbench.core.timing.timers import L2Flusher
 
     if not torch.cuda.is_available():
         print("no CUDA GPU")
@@ -66,7 +66,7 @@ def time_case(km, case, config, flushes) -> list[float]:
     import torch
     import triton.testing
 
-    from workbench.core.timers import time_with_events
+    from workbench.core.timing.timers import time_with_events
 
     inputs = km.get_inputs(**case.params)
     km.kernel_fn(*inputs)

@@ -41,10 +41,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench.core.bench import REUSED_REFERENCE_NOTE  # noqa: E402
-from workbench.core.events import BenchResult, CaseResult, DeviceFacts, RunStarted, StageChanged, \
-    WorkerReady  # noqa: E402
-from workbench.core.project import Project, source_hash  # noqa: E402
+from workbench.core.events import (
+    BenchResult,
+    CaseResult,
+    DeviceFacts,
+    RunStarted,
+    StageChanged,
+    WorkerReady,  # noqa: E402
+)
+from workbench.core.project.folder import Project, source_hash  # noqa: E402
+from workbench.core.timing.bench import REUSED_REFERENCE_NOTE  # noqa: E402
 from workbench.tui.app import WorkbenchApp  # noqa: E402
 from workbench.tui.messages import RunEvent, SaveAccepted  # noqa: E402
 

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # Runs shard verification over at most two workers here: enough to exercise sharding, and a
 # 16-core GPU machine does not start eight CUDA workers for every small test project.
 if "WORKBENCH_WORKERS" not in os.environ:
-    from workbench.core.runner import default_parallel
+    from workbench.core.run.runner import default_parallel
 
     os.environ["WORKBENCH_WORKERS"] = str(min(2, default_parallel()))
 

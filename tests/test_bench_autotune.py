@@ -10,8 +10,8 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-from workbench.core import autotune
-from workbench.core.autotune import (
+from workbench.core.timing import autotune
+from workbench.core.timing.autotune import (
     FAILED_TO_COMPILE,
     OUT_OF_RESOURCES,
     PRUNED,
@@ -22,7 +22,7 @@ from workbench.core.autotune import (
     config_timings,
     format_key,
 )
-from workbench.core.compilewatch import CompileWatch, cached_variants
+from workbench.core.timing.compilewatch import CompileWatch, cached_variants
 
 HAS_LISTENER = autotune._autotuning_knobs() is not None
 needs_listener = pytest.mark.skipif(not HAS_LISTENER, reason="this Triton has no autotuning listener")

@@ -16,8 +16,8 @@ from workbench.core.events import (
     Timing,
     WorkerReady,
 )
-from workbench.core.project import Project
-from workbench.core.session import RunOutcome
+from workbench.core.project.folder import Project
+from workbench.core.run.session import RunOutcome
 
 
 @pytest.fixture
@@ -205,9 +205,9 @@ def test_the_reference_key_ignores_the_kernel_and_follows_the_reference(tmp_path
     """What lets the live loop reuse a reference time across saves, and only while it still holds."""
     import kernels
 
-    from workbench.core.bench import reference_key
-    from workbench.core.config import BenchConfig
-    from workbench.core.contract import load_kernel
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.project.contract import load_kernel
+    from workbench.core.timing.bench import reference_key
 
     def key(source, case=0, gpu="NVIDIA H200", config=BenchConfig()):
         path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.py"

@@ -18,7 +18,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def quick_config():
-    from workbench.core.config import BenchConfig
+    from workbench.core.project.config import BenchConfig
 
     return BenchConfig(warmup_ms=50.0, rep_ms=200.0)
 
@@ -26,7 +26,7 @@ def quick_config():
 def test_flush_buffer_is_at_least_twice_the_l2():
     import torch
 
-    from workbench.core.timers import L2Flusher
+    from workbench.core.timing.timers import L2Flusher
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     for mode in ("read", "write"):
@@ -42,8 +42,8 @@ def test_flush_buffer_is_at_least_twice_the_l2():
 def test_events_time_a_copy_at_a_plausible_bandwidth(quick_config):
     import torch
 
-    from workbench.core.timers import L2Flusher, time_with_events
-    from workbench.core.timing import summarize
+    from workbench.core.timing.stats import summarize
+    from workbench.core.timing.timers import L2Flusher, time_with_events
 
     src = torch.randn(64 << 20, device="cuda")  # 256 MiB
     dst = torch.empty_like(src)
@@ -60,7 +60,7 @@ def test_slow_host_launches_stay_out_of_the_samples(quick_config):
 
     import torch
 
-    from workbench.core.timers import LaunchPad, time_with_events
+    from workbench.core.timing.timers import LaunchPad, time_with_events
 
     x = torch.randn(4096, device="cuda")
 
@@ -77,8 +77,8 @@ def test_slow_host_launches_stay_out_of_the_samples(quick_config):
 def test_short_calls_are_timed_by_graph_replay(quick_config):
     import torch
 
-    from workbench.core.compilewatch import CompileWatch
-    from workbench.core.timers import L2Flusher, measure
+    from workbench.core.timing.compilewatch import CompileWatch
+    from workbench.core.timing.timers import L2Flusher, measure
 
     x = torch.randn(4096, device="cuda")
     measured = measure(lambda: x * 2, quick_config, L2Flusher(None), CompileWatch(), "tiny")
@@ -93,8 +93,8 @@ def test_a_call_that_syncs_falls_back_to_events(quick_config):
 
     import torch
 
-    from workbench.core.compilewatch import CompileWatch
-    from workbench.core.timers import L2Flusher, measure
+    from workbench.core.timing.compilewatch import CompileWatch
+    from workbench.core.timing.timers import L2Flusher, measure
 
     x = torch.randn(4096, device="cuda")
     graph_everything = dataclasses.replace(quick_config, cuda_graph_below_us=1e6)
@@ -107,7 +107,7 @@ def test_a_call_that_syncs_falls_back_to_events(quick_config):
 def test_a_failed_capture_is_recovered_from(quick_config):
     import torch
 
-    from workbench.core.timers import (
+    from workbench.core.timing.timers import (
         L2Flusher,
         recover_from_failed_capture,
         time_with_graph,
@@ -125,7 +125,7 @@ def test_compile_watch_sees_a_compile_inside_the_region():
     import triton
     import triton.language as tl
 
-    from workbench.core.compilewatch import CompileWatch
+    from workbench.core.timing.compilewatch import CompileWatch
 
     @triton.jit
     def fresh_kernel(x_ptr, n, BLOCK: tl.constexpr):
@@ -142,7 +142,7 @@ def test_compile_watch_sees_a_compile_inside_the_region():
 
 
 def test_ceilings_are_measured_once_then_read_from_the_cache(cache_dir, quick_config):
-    from workbench.core.device import ceilings_path, load_or_measure
+    from workbench.core.timing.device import ceilings_path, load_or_measure
 
     measured_now = []
     first, notes = load_or_measure(quick_config, on_measure=lambda: measured_now.append(1))
@@ -218,8 +218,8 @@ def test_compile_only_compiles_every_config_and_launches_nothing(make_project, t
     """What the verification shards do with the benchmark cases: fill the cache, run nothing, pick nothing."""
     import torch
 
-    from workbench.core.contract import load_kernel
-    from workbench.core.precompile import compile_only
+    from workbench.core.project.contract import load_kernel
+    from workbench.core.run.precompile import compile_only
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     km = load_kernel(make_project(ZEROED_OUTPUT) / "kernel.py")

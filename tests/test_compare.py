@@ -2,8 +2,13 @@
 
 import torch
 
-from workbench.core.compare import compare, describe_pattern, error_map, tensors_equal_bitwise
-from workbench.core.config import DEFAULT_TOLERANCES, ProjectConfig, ConfigError
+from workbench.core.project.config import DEFAULT_TOLERANCES, ConfigError, ProjectConfig
+from workbench.core.verify.compare import (
+    compare,
+    describe_pattern,
+    error_map,
+    tensors_equal_bitwise,
+)
 
 FP32 = DEFAULT_TOLERANCES["float32"]
 
@@ -100,7 +105,7 @@ def test_config_tolerance_overrides_and_errors():
 
 
 def test_live_loop_bench_budget():
-    from workbench.core.config import BenchConfig
+    from workbench.core.project.config import BenchConfig
 
     live = BenchConfig().for_live_loop()
     assert live.rep_ms == 100 and live.warmup_ms == 25 and live.compare_torch_compile is False

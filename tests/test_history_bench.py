@@ -5,10 +5,17 @@ import os
 
 import pytest
 
-from workbench.core.events import BenchResult, DeviceFacts, RunFinished, Timing, WorkerReady, event_from_json
-from workbench.core.history import append_record, history_dir, read_records
-from workbench.core.project import Project
-from workbench.core.session import RunOutcome
+from workbench.core.events import (
+    BenchResult,
+    DeviceFacts,
+    RunFinished,
+    Timing,
+    WorkerReady,
+    event_from_json,
+)
+from workbench.core.project.folder import Project
+from workbench.core.project.history import append_record, history_dir, read_records
+from workbench.core.run.session import RunOutcome
 from workbench.reports import timing_change
 
 

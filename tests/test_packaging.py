@@ -13,7 +13,7 @@ def test_installed_copy_ships_the_scaffolds(tmp_path):
                             "--target", str(target), str(ROOT)], capture_output=True, text=True, cwd=tmp_path)
     assert build.returncode == 0, build.stderr[-2000:]
     probe = subprocess.run(
-        [sys.executable, "-c", "from workbench.core.scaffold import scaffolds_root, builtin_scaffolds;"
+        [sys.executable, "-c", "from workbench.core.project.scaffold import scaffolds_root, builtin_scaffolds;"
                                "print(scaffolds_root()); print(sorted(s.name for s in builtin_scaffolds()))"],
         capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert probe.returncode == 0, probe.stderr

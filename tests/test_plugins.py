@@ -8,14 +8,19 @@ import textwrap
 
 import pluggy
 import pytest
+from kernels import GOOD
 
 import workbench
-from kernels import GOOD
 from workbench import hookspecs
 from workbench.cli import main
 from workbench.commands import Command, collect_commands
 from workbench.core.events import CaseResult, RunFinished, RunStarted, WorkerReady
-from workbench.plugins import BUILTIN_PLUGINS, PluginError, loaded_plugins, make_plugin_manager
+from workbench.plugins import (
+    BUILTIN_PLUGINS,
+    PluginError,
+    loaded_plugins,
+    make_plugin_manager,
+)
 
 
 def hookspec_functions():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from kernels import GOOD
 
 import workbench
-from kernels import GOOD
 from workbench.cli import main
 from workbench.plugins import make_plugin_manager
-from workbench.profiling import ProfileResult, Profiler, collect_profilers
+from workbench.profiling import Profiler, ProfileResult, collect_profilers
 
 
 class FakeProfilers:

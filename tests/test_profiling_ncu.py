@@ -18,14 +18,26 @@ if importlib.util.find_spec("workbench_ncu") is None:  # not pip-installed: use 
 
 import workbench_ncu  # noqa: E402
 from kernels import GOOD  # noqa: E402
-from workbench.core.events import Problem, WorkerReady  # noqa: E402
-from workbench.core.project import Project  # noqa: E402
-from workbench.plugins import make_plugin_manager  # noqa: E402
 from workbench_ncu.events import ProfiledCase  # noqa: E402
-from workbench_ncu.profiler import failure_of_run, kernel_filter, ncu_command, run_ncu, summarize, \
-    triton_kernel_names  # noqa: E402
-from workbench_ncu.report import diagnose_log, first_sentence, occupancy_limiter, parse_raw_page, \
-    parse_rules  # noqa: E402
+from workbench_ncu.profiler import (
+    failure_of_run,
+    kernel_filter,
+    ncu_command,
+    run_ncu,
+    summarize,
+    triton_kernel_names,  # noqa: E402
+)
+from workbench_ncu.report import (
+    diagnose_log,
+    first_sentence,
+    occupancy_limiter,
+    parse_raw_page,
+    parse_rules,  # noqa: E402
+)
+
+from workbench.core.events import Problem, WorkerReady  # noqa: E402
+from workbench.core.project.folder import Project  # noqa: E402
+from workbench.plugins import make_plugin_manager  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "ncu"
 CASES = {15: "rows=8192 cols=2048 dtype=bfloat16", 16: "rows=8192 cols=4096 dtype=bfloat16",
@@ -174,7 +186,7 @@ def fake_tool(folder: Path, name: str, body: str) -> Path:
 
 PASS_THROUGH = '''
 import os, sys
-os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.worker) as it is
+os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.run.worker) as it is
 '''
 
 NO_PERMISSION = '''

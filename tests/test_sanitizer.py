@@ -21,12 +21,18 @@ if importlib.util.find_spec("workbench_sanitizer") is None:  # not pip-installed
 
 import workbench_sanitizer  # noqa: E402
 from kernels import GOOD  # noqa: E402
-from workbench.core.events import LogLine, StageChanged, WorkerReady  # noqa: E402
-from workbench.core.project import Project  # noqa: E402
-from workbench.plugins import make_plugin_manager  # noqa: E402
-from workbench_sanitizer.command import ToolRun, attribute, format_run, sanitizer_command  # noqa: E402
+from workbench_sanitizer.command import (  # noqa: E402
+    ToolRun,
+    attribute,
+    format_run,
+    sanitizer_command,
+)
 from workbench_sanitizer.events import SanitizedCase, SanitizePlan  # noqa: E402
 from workbench_sanitizer.report import group_reports, parse_output  # noqa: E402
+
+from workbench.core.events import LogLine, StageChanged, WorkerReady  # noqa: E402
+from workbench.core.project.folder import Project  # noqa: E402
+from workbench.plugins import make_plugin_manager  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sanitizer"
 
@@ -170,7 +176,7 @@ def test_no_gpu(make_project, sanitize_cli, monkeypatch, tmp_path):
     fake = tmp_path / "compute-sanitizer"
     fake.write_text(f"#!{sys.executable}\n" + textwrap.dedent('''
         import os, sys
-        os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.worker) as it is
+        os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.run.worker) as it is
     '''))
     fake.chmod(0o755)
     monkeypatch.setenv("WORKBENCH_COMPUTE_SANITIZER", str(fake))

@@ -4,8 +4,14 @@ import json
 
 import pytest
 
-from workbench.core.scaffold import FAMILIES, Catalog, ScaffoldError, builtin_scaffolds, create_project, \
-    validate_name
+from workbench.core.project.scaffold import (
+    FAMILIES,
+    Catalog,
+    ScaffoldError,
+    builtin_scaffolds,
+    create_project,
+    validate_name,
+)
 
 KNOWN = ["rmsnorm", "layernorm", "softmax", "gelu", "silu_mul", "swiglu", "add", "matmul", "gemm", "attention"]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from workbench.core.events import BenchResult, Timing
-from workbench.core.timing import (
+from workbench.core.timing.stats import (
     BYTES_LOWER_BOUND,
     bench_rows,
     bench_summary,

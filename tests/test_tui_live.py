@@ -6,9 +6,9 @@ reads what the screen says.
 
 import kernels
 import pytest
-
 from tui_helpers import editor_save, text_of, wait_for
-from workbench.core.project import Project
+
+from workbench.core.project.folder import Project
 from workbench.tui.app import WorkbenchApp
 
 SIZE = (160, 45)

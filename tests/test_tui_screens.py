@@ -10,10 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from tui_helpers import (
+    bench_events,
+    case_events,
+    compile_problem,
+    replay,
+    rmsnorm_like_source,
+    text_of,
+)
 
-from tui_helpers import bench_events, case_events, compile_problem, replay, rmsnorm_like_source, text_of
 from workbench.commands import hookimpl
-from workbench.core.project import Project
+from workbench.core.project.folder import Project
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import RunEvent
 from workbench.tui.panels import PanelSpec

@@ -6,9 +6,8 @@ the same tests run on a GPU machine, where the worker uses the GPU.
 
 import json
 
-import pytest
-
 import kernels
+import pytest
 
 
 def verify_json(cli, project, *extra):
@@ -166,9 +165,9 @@ def test_illegal_memory_access_poisons_only_that_worker(cli, make_project):
 def test_sharded_verification_is_one_run(make_project):
     """Verification split over workers reads as one run: one ready, one start, global progress."""
     from workbench.core.events import CaseResult, RunStarted, StageChanged, WorkerReady
-    from workbench.core.project import Project
-    from workbench.core.runner import Runner
-    from workbench.core.session import run_project
+    from workbench.core.project.folder import Project
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.session import run_project
 
     events = []
     runner = Runner(parallel=2)
@@ -189,9 +188,9 @@ def test_sharded_verification_is_one_run(make_project):
 def test_sharded_verification_says_verified_once_before_the_benchmark(make_project):
     """The verdict is complete when the last shard is past its cases, not when the bench worker is up."""
     from workbench.core.events import CaseResult, Problem, RunStarted, StageChanged
-    from workbench.core.project import Project
-    from workbench.core.runner import Runner
-    from workbench.core.session import run_project
+    from workbench.core.project.folder import Project
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.session import run_project
 
     events = []
     runner = Runner(parallel=2)
@@ -213,7 +212,7 @@ def test_sharded_verification_says_verified_once_before_the_benchmark(make_proje
 
 def test_the_screen_knows_the_verdict_at_verified_and_files_later_problems_under_the_benchmark():
     from workbench.core.events import CaseResult, Problem, StageChanged
-    from workbench.core.liveloop import RunRequest
+    from workbench.core.live.loop import RunRequest
     from workbench.tui.model import RunState
 
     run = RunState(run_id=1, request=RunRequest(stages=("verify", "bench")))
@@ -227,8 +226,8 @@ def test_the_screen_knows_the_verdict_at_verified_and_files_later_problems_under
 
 def test_reports_list_cases_in_case_order_whatever_order_the_shards_finished(tmp_path):
     from workbench.core.events import CaseResult
-    from workbench.core.project import Project
-    from workbench.core.session import RunOutcome
+    from workbench.core.project.folder import Project
+    from workbench.core.run.session import RunOutcome
 
     (tmp_path / "kernel.py").write_text(kernels.GOOD)
     outcome = RunOutcome(project=Project.open(tmp_path), source_hash="x")
@@ -239,9 +238,9 @@ def test_reports_list_cases_in_case_order_whatever_order_the_shards_finished(tmp
 
 
 def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_project):
-    from workbench.core.project import Project
-    from workbench.core.runner import Runner
-    from workbench.core.session import run_project
+    from workbench.core.project.folder import Project
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.session import run_project
 
     runner = Runner(parallel=2, keep_warm=True)
     try:
@@ -256,9 +255,9 @@ def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_p
 
 def test_what_the_kernel_prints_reaches_the_log_even_though_the_exit_is_not_waited_for(make_project):
     from workbench.core.events import LogLine
-    from workbench.core.project import Project
-    from workbench.core.runner import Runner
-    from workbench.core.session import run_project
+    from workbench.core.project.folder import Project
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.session import run_project
 
     chatty = kernels.kernel_source(launcher=kernels.LAUNCHER.replace(
         "    return out", "    print('kernel_fn says hello', x.numel(), flush=True)\n    return out"))
@@ -276,9 +275,9 @@ def test_under_a_launcher_the_run_ends_when_the_launcher_is_done(make_project, t
     """A profiler or sanitizer writes its report after the worker exits: the run must not cut it off."""
     import shlex
 
-    from workbench.core.project import Project
-    from workbench.core.runner import Runner
-    from workbench.core.session import run_project
+    from workbench.core.project.folder import Project
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.session import run_project
 
     report = tmp_path / "report.txt"
     launcher = ["sh", "-c", f'"$@"; sleep 0.5; echo written > {shlex.quote(str(report))}', "launcher"]

@@ -12,10 +12,17 @@ from pathlib import Path
 import pytest
 
 from workbench.core.events import RunFinished, RunStarted, WorkerReady
-from workbench.core.liveloop import LiveLoop, RunRequest
-from workbench.core.project import Project
-from workbench.core.watch import FilesMissing, ProjectWatcher, Save, SaveGate, imported_top_names, local_modules, \
-    take_snapshot
+from workbench.core.live.loop import LiveLoop, RunRequest
+from workbench.core.live.watch import (
+    FilesMissing,
+    ProjectWatcher,
+    Save,
+    SaveGate,
+    imported_top_names,
+    local_modules,
+    take_snapshot,
+)
+from workbench.core.project.folder import Project
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,21 @@ from rich.console import Console
 from textual.widget import Widget
 from textual.widgets import DataTable, RichLog, Static
 
-from workbench.core.events import AutotuneReport, BenchResult, CaseResult, ConfigTiming, DeviceFacts, Problem, \
-    RunFinished, RunStarted, StageChanged, Timing, WorkerReady, Worst
-from workbench.core.watch import Save
+from workbench.core.events import (
+    AutotuneReport,
+    BenchResult,
+    CaseResult,
+    ConfigTiming,
+    DeviceFacts,
+    Problem,
+    RunFinished,
+    RunStarted,
+    StageChanged,
+    Timing,
+    WorkerReady,
+    Worst,
+)
+from workbench.core.live.watch import Save
 from workbench.tui.messages import RunEvent
 
 

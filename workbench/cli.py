@@ -15,7 +15,13 @@ from pathlib import Path
 import pluggy
 
 from . import __version__
-from .commands import EXIT_ENVIRONMENT, EXIT_UNUSABLE, CommandError, Context, collect_commands
+from .commands import (
+    EXIT_ENVIRONMENT,
+    EXIT_UNUSABLE,
+    CommandError,
+    Context,
+    collect_commands,
+)
 from .plugins import PluginError, make_plugin_manager
 
 

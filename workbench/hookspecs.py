@@ -57,7 +57,7 @@ def workbench_register_scaffolds(register: Callable[[Any], None]) -> None:
     When: each time the scaffold catalog is built (``workbench new``, ``workbench new --list``,
     the TUI's new-project dialog).
 
-    register: call ``register(scaffold)`` with a :class:`workbench.core.scaffold.Scaffold`
+    register: call ``register(scaffold)`` with a :class:`workbench.core.project.scaffold.Scaffold`
     (a folder holding kernel.py and scaffold.toml; ``load_scaffold(path)`` reads one). The
     built-in scaffolds are listed first, so a plugin cannot shadow a built-in name.
 
@@ -111,7 +111,7 @@ def workbench_observe_event(event: Any, project: Any) -> None:
     ``StageChanged``, ``CaseResult``, ``Problem``, ``LogLine``, ``BenchResult``,
     ``AutotuneReport``, ``RunFinished`` ...); every one is a dataclass with ``to_dict()``.
 
-    project: the :class:`workbench.core.project.Project` the run belongs to.
+    project: the :class:`workbench.core.project.folder.Project` the run belongs to.
 
     Result: ignored; every implementation is called.
     """
@@ -124,7 +124,7 @@ def workbench_finish_run(project: Any, finished: Any, events: list[Any]) -> None
     When: once per run, in the process that started it, after its final ``RunFinished``
     event has been observed and before the CLI prints the run's report.
 
-    project: the :class:`workbench.core.project.Project` that ran.
+    project: the :class:`workbench.core.project.folder.Project` that ran.
 
     finished: the run's :class:`workbench.core.events.RunFinished` (verdict: passed, failed,
     error, or cancelled for a run a newer save overtook; counts; duration).

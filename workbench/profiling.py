@@ -3,7 +3,7 @@
 A profiler plugin (Nsight Compute: ``workbench-ncu``) registers a :class:`Profiler`; ``workbench
 profile`` and the TUI's Profile panel call its ``run(project, options)`` and show the
 :class:`ProfileResult`. ``run`` is called in the UI-free parent process: like every run it must
-execute the kernel in a worker process (``workbench.core.runner``), never in the caller.
+execute the kernel in a worker process (``workbench.core.run.runner``), never in the caller.
 
 Options every profiler understands (each optional; a profiler ignores keys it does not know):
 

@@ -7,9 +7,17 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from .core.events import AutotuneReport, BenchResult, CaseResult, DeviceFacts, LogLine, Problem, Timing
-from .core.session import RunOutcome
-from .core.timing import bench_summary, format_ms, format_rate, relative_spread
+from .core.events import (
+    AutotuneReport,
+    BenchResult,
+    CaseResult,
+    DeviceFacts,
+    LogLine,
+    Problem,
+    Timing,
+)
+from .core.run.session import RunOutcome
+from .core.timing.stats import bench_summary, format_ms, format_rate, relative_spread
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
 
@@ -179,7 +187,7 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
 
 def timing_change(older: dict[str, Any], newer: dict[str, Any]) -> list[str]:
     """Per benchmark case: the kernel's median time in two run records and the change."""
-    from .core.changes import bench_times
+    from .core.live.changes import bench_times
 
     before, after = bench_times(older), bench_times(newer)
     labels = {b.get("case_index"): b.get("label", "") for b in newer.get("bench") or []}

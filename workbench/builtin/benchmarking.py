@@ -15,11 +15,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..commands import EXIT_ENVIRONMENT, EXIT_OK, Command, CommandError, Context, hookimpl
+from ..commands import (
+    EXIT_ENVIRONMENT,
+    EXIT_OK,
+    Command,
+    CommandError,
+    Context,
+    hookimpl,
+)
 from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
-from ..core.runner import Runner
-from ..core.session import RunOutcome
-from ..core.worker import Job
+from ..core.run.runner import Runner
+from ..core.run.session import RunOutcome
+from ..core.run.worker import Job
 from ..reports import format_bench
 from .verifying import add_run_arguments, overall_exit, run_many
 
@@ -135,7 +142,7 @@ def bytes_per(result: BenchResult, timing: Any) -> float | None:
 
 def measure_ceilings(interpret: bool = False) -> tuple[list[tuple[str, str]], int]:
     """Re-measure this GPU's ceilings in a worker; returns doctor rows and an exit code."""
-    from ..core.device import Ceilings, describe_ceilings
+    from ..core.timing.device import Ceilings, describe_ceilings
 
     events: list[Any] = []
     runner = Runner(interpret=interpret)
@@ -157,7 +164,12 @@ def measure_ceilings(interpret: bool = False) -> tuple[list[tuple[str, str]], in
 
 
 def cached_ceilings_row(device_name: str) -> tuple[str, str]:
-    from ..core.device import CeilingsCacheError, ceilings_path, describe_ceilings, read_ceilings
+    from ..core.timing.device import (
+        CeilingsCacheError,
+        ceilings_path,
+        describe_ceilings,
+        read_ceilings,
+    )
 
     try:
         ceilings = read_ceilings(device_name)

@@ -9,10 +9,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..commands import EXIT_ENVIRONMENT, EXIT_OK, Command, CommandError, Context, hookimpl
-from ..core.history import find_record, last_record, read_records, source_diff
-from ..core.project import Project, ProjectError, find_projects
-from ..core.runner import WorkerProcess, WorkerStartError
+from ..commands import (
+    EXIT_ENVIRONMENT,
+    EXIT_OK,
+    Command,
+    CommandError,
+    Context,
+    hookimpl,
+)
+from ..core.project.folder import Project, ProjectError, find_projects
+from ..core.project.history import find_record, last_record, read_records, source_diff
+from ..core.run.runner import WorkerProcess, WorkerStartError
 from ..plugins import loaded_plugins
 from .benchmarking import cached_ceilings_row, measure_ceilings
 

@@ -14,7 +14,15 @@ import argparse
 import json
 import sys
 
-from ..commands import EXIT_ENVIRONMENT, EXIT_OK, EXIT_UNUSABLE, Command, CommandError, Context, hookimpl
+from ..commands import (
+    EXIT_ENVIRONMENT,
+    EXIT_OK,
+    EXIT_UNUSABLE,
+    Command,
+    CommandError,
+    Context,
+    hookimpl,
+)
 from ..profiling import Profiler, collect_profilers
 from .verifying import Progress, resolve_projects
 

@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
-from ..core.scaffold import FAMILIES, Catalog, ScaffoldError, builtin_scaffolds, create_project
+from ..core.project.scaffold import (
+    FAMILIES,
+    Catalog,
+    ScaffoldError,
+    builtin_scaffolds,
+    create_project,
+)
 
 
 def catalog(context: Context) -> Catalog:

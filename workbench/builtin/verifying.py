@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
 from ..core.events import Event, StageChanged
-from ..core.project import Project, ProjectError, find_projects
-from ..core.runner import Runner, default_parallel
-from ..core.session import RunOutcome, run_project
+from ..core.project.folder import Project, ProjectError, find_projects
+from ..core.run.runner import Runner, default_parallel
+from ..core.run.session import RunOutcome, run_project
 from ..reports import format_outcome, junit_tree
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
-from ..core.project import Project, ProjectError
+from ..core.project.folder import Project, ProjectError
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,14 +21,22 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from ..core.changes import compare_with_history, kernel_time_series
-from ..core.events import Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, WorkerReady
-from ..core.history import read_records, read_source
-from ..core.liveloop import LiveLoop, RunRequest
-from ..core.project import Project
-from ..core.runner import Runner, default_parallel
-from ..core.session import RunOutcome
-from ..core.watch import ProjectWatcher, Save
+from ..core.events import (
+    Event,
+    LogLine,
+    Problem,
+    RunFinished,
+    RunStarted,
+    StageChanged,
+    WorkerReady,
+)
+from ..core.live.changes import compare_with_history, kernel_time_series
+from ..core.live.loop import LiveLoop, RunRequest
+from ..core.live.watch import ProjectWatcher, Save
+from ..core.project.folder import Project
+from ..core.project.history import read_records, read_source
+from ..core.run.runner import Runner, default_parallel
+from ..core.run.session import RunOutcome
 from .actions import Actions
 from .messages import FilesGone, RunBegan, RunDone, RunEvent, SaveAccepted, WatchFailed
 from .model import LiveSession, RunState

@@ -7,9 +7,9 @@ from typing import Any
 from textual.message import Message
 
 from ..core.events import Event
-from ..core.liveloop import RunRequest
-from ..core.session import RunOutcome
-from ..core.watch import FilesMissing, Save
+from ..core.live.loop import RunRequest
+from ..core.live.watch import FilesMissing, Save
+from ..core.run.session import RunOutcome
 
 
 class SaveAccepted(Message):

@@ -12,10 +12,23 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..core.events import ENVIRONMENT_KINDS, AutotuneReport, BenchResult, CaseResult, DeviceFacts, Event, LogLine, \
-    Problem, RunFinished, RunStarted, StageChanged, Tally, WorkerReady
-from ..core.liveloop import RunRequest
-from ..core.watch import Save
+from ..core.events import (
+    ENVIRONMENT_KINDS,
+    AutotuneReport,
+    BenchResult,
+    CaseResult,
+    DeviceFacts,
+    Event,
+    LogLine,
+    Problem,
+    RunFinished,
+    RunStarted,
+    StageChanged,
+    Tally,
+    WorkerReady,
+)
+from ..core.live.loop import RunRequest
+from ..core.live.watch import Save
 
 # The pipeline a run goes through, as the status line draws it.
 PHASES = ("cache", "compile", "verify", "bench", "done")

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.syntax import Syntax
 from rich.text import Text
 
-from ..core.changes import SpeedChange
+from ..core.live.changes import SpeedChange
 
 MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
         "cancelled": "⊘", "not run": "–"}

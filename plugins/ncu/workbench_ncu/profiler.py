@@ -6,7 +6,7 @@ worker under
 
     ncu --profile-from-start off --nvtx --clock-control none --section SpeedOfLight
         --section LaunchStats --section Occupancy -k regex:^(kernel_a|kernel_b)$
-        -o <project>/.workbench/profiles/<name>-<time> python -m workbench.core.worker
+        -o <project>/.workbench/profiles/<name>-<time> python -m workbench.core.run.worker
 
 runs the stage ``workbench_ncu.stage:profile_stage`` in it, and reads the report back through
 ncu's CSV export. ``options["full"]`` swaps the sections for ``--set full``.
@@ -24,16 +24,29 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.commands import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE
-from workbench.core.config import ConfigError
-from workbench.core.events import ENVIRONMENT_KINDS, UNUSABLE_KINDS, Event, Problem, WorkerReady
-from workbench.core.project import Project
-from workbench.core.runner import Runner
-from workbench.core.worker import Job
+from workbench.core.events import (
+    ENVIRONMENT_KINDS,
+    UNUSABLE_KINDS,
+    Event,
+    Problem,
+    WorkerReady,
+)
+from workbench.core.project import ConfigError, Project
+from workbench.core.run import Job, Runner
 from workbench.profiling import ProfileResult
 
 from .events import ProfiledCase
-from .report import EXTRA_METRICS, KernelRow, NcuReportError, RuleResult, describe_kernel, diagnose_log, \
-    kernel_record, parse_raw_page, parse_rules
+from .report import (
+    EXTRA_METRICS,
+    KernelRow,
+    NcuReportError,
+    RuleResult,
+    describe_kernel,
+    diagnose_log,
+    kernel_record,
+    parse_raw_page,
+    parse_rules,
+)
 
 NCU_ENV = "WORKBENCH_NCU"  # path to the ncu executable, when it is not on PATH
 STAGE = "workbench_ncu.stage:profile_stage"

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.core.contract import Case, describe_config, find_autotuners, is_compilation_error, \
-    problem_from_exception
 from workbench.core.events import StageChanged
+from workbench.core.project import (
+    Case,
+    describe_config,
+    find_autotuners,
+    is_compilation_error,
+    problem_from_exception,
+)
+from workbench.core.run import gpu_stage_cases
 from workbench.core.verify import ContextPoisoned, RunAborted, is_cuda_fatal
-from workbench.core.worker import gpu_stage_cases
 
 from .events import NVTX_PREFIX, ProfiledCase
 

@@ -26,14 +26,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.commands import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE, Command, CommandError, \
-    Context
-from workbench.core.config import ConfigError
-from workbench.core.events import ENVIRONMENT_KINDS, UNUSABLE_KINDS, Event, LogLine, Problem, StageChanged, \
-    WorkerReady
-from workbench.core.project import Project, ProjectError
-from workbench.core.runner import Runner
-from workbench.core.worker import Job
+from workbench.commands import (
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNUSABLE,
+    Command,
+    CommandError,
+    Context,
+)
+from workbench.core.events import (
+    ENVIRONMENT_KINDS,
+    UNUSABLE_KINDS,
+    Event,
+    LogLine,
+    Problem,
+    StageChanged,
+    WorkerReady,
+)
+from workbench.core.project import ConfigError, Project, ProjectError
+from workbench.core.run import Job, Runner
 
 from .events import SanitizedCase, SanitizePlan
 from .report import PREFIX, group_reports, parse_output

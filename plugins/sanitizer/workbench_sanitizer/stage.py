@@ -11,10 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.core.contract import Case, first_line, is_compilation_error, problem_from_exception
 from workbench.core.events import StageChanged
+from workbench.core.project import (
+    Case,
+    first_line,
+    is_compilation_error,
+    problem_from_exception,
+)
+from workbench.core.run import gpu_stage_cases
 from workbench.core.verify import ContextPoisoned, RunAborted, is_cuda_fatal
-from workbench.core.worker import gpu_stage_cases
 
 from .events import SanitizedCase, SanitizePlan
 

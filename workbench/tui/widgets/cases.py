@@ -12,7 +12,15 @@ from textual.widgets import DataTable, Static
 
 from ...core.events import CaseResult
 from ..model import CaseRow, RunState
-from ..render import MARK, MARK_COLOR, fmt_err, fmt_value, heat_map, source_excerpt, status_text
+from ..render import (
+    MARK,
+    MARK_COLOR,
+    fmt_err,
+    fmt_value,
+    heat_map,
+    source_excerpt,
+    status_text,
+)
 
 COLUMNS = (("", 1), ("#", 2), ("inputs", 23), ("dtype", 8), ("verdict", 7), ("max abs", 7), ("max rel", 7),
            ("bad", 9), ("configs", 7))

@@ -9,8 +9,8 @@ from rich.text import Text
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static
 
-from ...core.changes import Comparison, verification_verdict
-from ...core.history import RunRecord
+from ...core.live.changes import Comparison, verification_verdict
+from ...core.project.history import RunRecord
 from ..render import MARK, MARK_COLOR, diff_text, fmt_ms, speed_text
 
 

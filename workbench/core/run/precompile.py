@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from .events import StageChanged
+from ..events import StageChanged
 
 PRECOMPILING = "precompiling"  # the StageChanged a shard sends when its verification is over
 
@@ -58,8 +58,8 @@ def precompile_stage(context: Any) -> None:
         return  # the interpreter compiles nothing
     import torch
 
-    from .verify import select_cases
-    from .worker import shard_of
+    from ..project.contract import select_cases
+    from ..stage import shard_of
 
     km = context.km
     for case in shard_of(select_cases(km.cases, context.job.case_indices, "bench"), context.job.options.get("shard")):

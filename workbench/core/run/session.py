@@ -10,14 +10,24 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .config import ConfigError, ProjectConfig
-from .events import AutotuneReport, BenchResult, CaseResult, DeviceFacts, Event, Problem, RunFinished, RunStarted, \
-    Tally, WorkerReady
-from .history import RunRecord, append_record
-from .project import Project, source_hash
+from ..events import (
+    AutotuneReport,
+    BenchResult,
+    CaseResult,
+    DeviceFacts,
+    Event,
+    Problem,
+    RunFinished,
+    RunStarted,
+    Tally,
+    WorkerReady,
+)
+from ..project.config import ConfigError, ProjectConfig
+from ..project.folder import Project, source_hash
+from ..project.history import RunRecord, append_record
+from ..stage import Job
+from ..timing.stats import bench_rows, bench_summary
 from .runner import Runner
-from .timing import bench_rows, bench_summary
-from .worker import Job
 
 OnEvent = Callable[[Event], None]
 

@@ -1,6 +1,6 @@
 """Worker process: warm up, wait for one job, run it, stream events as JSON lines, exit.
 
-    python -m workbench.core.worker
+    python -m workbench.core.run.worker
 
 Start-up imports torch and triton and brings up the CUDA context (or chooses
 the Triton interpreter when there is no GPU), then writes a `worker_ready`
@@ -14,13 +14,13 @@ context (the parent resumes the remaining cases in a fresh worker).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from ..stage import Job, JobContext
 
 EXIT_POISONED = 75
 JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
@@ -29,66 +29,12 @@ JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker'
 # (context: JobContext) and emit events through context.emit. A job may also
 # name a plugin's stage directly as "module:function".
 STAGES: dict[str, str] = {
-    "verify": "workbench.core.verify:verify_stage",
-    "bench": "workbench.core.bench:bench_stage",
-    "precompile": "workbench.core.precompile:precompile_stage",  # a verify shard's share of the bench cases
-    "require_gpu": "workbench.core.bench:require_gpu_stage",  # first stage of `bench`: refuse the interpreter
-    "measure_ceilings": "workbench.core.device:measure_ceilings_stage",  # `doctor --measure`; needs no kernel
+    "verify": "workbench.core.verify.battery:verify_stage",
+    "bench": "workbench.core.timing.bench:bench_stage",
+    "precompile": "workbench.core.run.precompile:precompile_stage",  # a verify shard's share of the bench cases
+    "require_gpu": "workbench.core.timing.bench:require_gpu_stage",  # first stage of `bench`: refuse the interpreter
+    "measure_ceilings": "workbench.core.timing.device:measure_ceilings_stage",  # `doctor --measure`; needs no kernel
 }
-
-
-@dataclass
-class Job:
-    kernel_path: str
-    stages: list[str] = field(default_factory=lambda: ["verify"])
-    config: dict[str, Any] = field(default_factory=dict)  # ProjectConfig.to_dict()
-    case_indices: list[int] | None = None  # None: every case the stages use
-    cache_dir: str = ""
-    pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
-    options: dict[str, Any] = field(default_factory=dict)  # stage-specific switches
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> "Job":
-        return cls(**json.loads(text))
-
-
-def shard_of(cases: list, shard: list[int] | None) -> list:
-    """The cases shard [k, n] of a job takes: every n-th, from the k-th (the runner counts the same)."""
-    if not shard:
-        return list(cases)
-    k, n = shard
-    return list(cases[k::n])
-
-
-def gpu_stage_cases(context: "JobContext", select: Callable[[list, list[int] | None], list],
-                    refusal: str) -> list | None:
-    """The opening of a GPU-only stage (a plugin's profiler or sanitizer): in the interpreter, emit
-    `refusal`; else the cases `select(cases, asked-for indices)` picks, or None after saying none match."""
-    from .events import Problem
-
-    if context.interpret:
-        context.emit(Problem(kind="environment", message=refusal))
-        return None
-    km = context.km
-    cases = select(km.cases, context.job.case_indices)
-    if not cases:
-        context.emit(Problem(kind="inputs", message=f"no case has index {context.job.case_indices} "
-                                                    f"(CASES has {len(km.cases)})", file=str(km.path)))
-        return None
-    return cases
-
-
-@dataclass
-class JobContext:
-    job: Job
-    km: Any  # contract.KernelModule
-    config: Any  # config.ProjectConfig
-    interpret: bool
-    emit: Callable[[Any], None]
-    tally: Any = None  # events.Tally of what this job emitted so far: a later stage sees whether verify passed
 
 
 class EventStream:
@@ -123,7 +69,7 @@ def _warm_up() -> tuple[Any, str, str, str]:
     import triton.language  # noqa: F401
 
     if mode == "interpreter":
-        from .interpreter_fixes import apply
+        from ..verify.interpreter_fixes import apply
 
         apply()
     else:
@@ -143,7 +89,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     emit = EventStream(events_fd)
 
-    from .events import Problem, StageChanged, WorkerReady
+    from ..events import Problem, StageChanged, WorkerReady
 
     try:
         torch, mode, device_name, reason = _warm_up()
@@ -168,10 +114,10 @@ def main() -> int:
 
 
 def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
-    from .config import ConfigError, ProjectConfig
-    from .contract import ContractError, load_kernel
-    from .events import Problem, RunStarted, StageChanged, Tally
-    from .project import source_hash
+    from ..events import Problem, RunStarted, StageChanged, Tally
+    from ..project.config import ConfigError, ProjectConfig
+    from ..project.contract import ContractError, load_kernel
+    from ..project.folder import source_hash
 
     interpret = ready.mode == "interpreter"
     if job.cache_dir:
@@ -201,8 +147,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
     except ContractError as exc:
         emit(exc.problem)
         return 0
-    from .contract import find_autotuners
-    from .verify import select_cases
+    from ..project.contract import find_autotuners, select_cases
 
     planned = [c.index for c in select_cases(km.cases, job.case_indices, "verify")] if "verify" in job.stages else []
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
@@ -215,8 +160,8 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
 def _run_stages(context: JobContext) -> int:
     import importlib
 
-    from .events import Problem
-    from .verify import ContextPoisoned, RunAborted
+    from ..events import Problem
+    from ..stage import ContextPoisoned, RunAborted
 
     try:
         with _device_mode(context.interpret):
@@ -239,7 +184,7 @@ def _device_mode(interpret: bool) -> Any:
 
     if not interpret:
         return contextlib.nullcontext()
-    from .torchmodes import CudaToCpu
+    from ..verify.torchmodes import CudaToCpu
 
     return CudaToCpu()
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import ENVIRONMENT_KINDS
-from .history import RunRecord, text_diff
-from .timing import geometric_mean
+from ..events import ENVIRONMENT_KINDS
+from ..project.history import RunRecord, text_diff
+from ..timing.stats import geometric_mean
 
 
 def verification_passed(record: RunRecord) -> bool:

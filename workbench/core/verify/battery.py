@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from .compare import compare, tensors_equal_bitwise
-from .config import VerifyConfig
-from .contract import (
+from ..events import CaseResult, Event, Problem, StageChanged
+from ..project.config import VerifyConfig
+from ..project.contract import (
     Case,
     KernelModule,
     describe_config,
@@ -26,24 +26,15 @@ from .contract import (
     kernel_frame,
     problem_from_exception,
     root_cause,
+    select_cases,
 )
-from .events import CaseResult, Event, Problem, StageChanged
+from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
+from .compare import compare, tensors_equal_bitwise
 from .interpreter_fixes import OutOfBoundsAccess
 from .torchmodes import PrefillEmpty
-from .worker import shard_of
 
 Emit = Callable[[Event], None]
 
-CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
-                      "illegal instruction", "device-side assert", "CUDA error: an illegal")
-
-
-class RunAborted(Exception):
-    """The project cannot be used any further (the Problem was emitted)."""
-
-
-class ContextPoisoned(Exception):
-    """A CUDA error that leaves this process's context unusable: the worker must be replaced."""
 
 
 @dataclass
@@ -101,11 +92,6 @@ def main_dtype(inputs: list[Any], outputs: list[torch.Tensor]) -> str:
 def synchronize() -> None:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
-
-
-def is_cuda_fatal(exc: BaseException) -> bool:
-    text = str(exc)
-    return any(marker in text for marker in CUDA_FATAL_MARKERS)
 
 
 class Verifier:
@@ -376,14 +362,6 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
 
 def input_elements(inputs: list[Any]) -> int:
     return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
-
-
-def select_cases(cases: list[Case], indices: list[int] | None, purpose: str) -> list[Case]:
-    """The cases a stage runs: the ones asked for by index, else those of its purpose."""
-    if indices is not None:
-        wanted = set(indices)
-        return [c for c in cases if c.index in wanted]
-    return [c for c in cases if c.purpose == purpose]
 
 
 def verify_stage(context: Any) -> None:

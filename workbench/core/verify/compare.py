@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .config import Tolerance
-from .events import Worst, finite_or_none
+from ..events import Worst, finite_or_none
+from ..project.config import Tolerance
 
 ERROR_MAP_ROWS = 12
 ERROR_MAP_COLS = 48

@@ -20,11 +20,11 @@ from typing import Any, Callable
 
 import torch
 
+from ..events import Timing
+from ..project.config import BenchConfig
+from ..project.contract import first_line
 from .compilewatch import CompileWatch
-from .config import BenchConfig
-from .contract import first_line
-from .events import Timing
-from .timing import format_ms, summarize
+from .stats import format_ms, summarize
 
 MIB = 1 << 20
 FALLBACK_FLUSH_BYTES = 256 * MIB  # when the L2 size is unknown: more than any GPU's L2 today

@@ -21,10 +21,10 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from .events import BenchResult, Event, Problem, RunFinished
-from .project import Project
-from .runner import Runner
-from .session import RunOutcome, run_project
+from ..events import BenchResult, Event, Problem, RunFinished
+from ..project.folder import Project
+from ..run.runner import Runner
+from ..run.session import RunOutcome, run_project
 from .watch import Save
 
 

@@ -22,20 +22,31 @@ from typing import Any, Callable
 
 import torch
 
-from .autotune import AutotuneRecorder
-from .compilewatch import CompileWatch, jit_functions
-from .config import Tolerance, VerifyConfig
-from .contract import (
+from ..events import BenchResult, CaseResult, DeviceFacts, Problem, StageChanged, Timing
+from ..project.config import Tolerance, VerifyConfig
+from ..project.contract import (
     Case,
     KernelModule,
     find_autotuners,
     first_line,
     problem_from_exception,
+    select_cases,
 )
+from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal
+from ..verify.battery import (
+    Outputs,
+    Reference,
+    Verifier,
+    clone_inputs,
+    flatten_outputs,
+    input_elements,
+    restore_inputs,
+    synchronize,
+)
+from .autotune import AutotuneRecorder
+from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
-from .events import BenchResult, CaseResult, DeviceFacts, Problem, StageChanged, Timing
-from .timers import GraphCaptureBroke, L2Flusher, measure
-from .timing import (
+from .stats import (
     BYTES_FROM_KERNEL,
     BYTES_LOWER_BOUND,
     FLOPS_FROM_KERNEL,
@@ -44,20 +55,7 @@ from .timing import (
     rate_per_s,
     speedup,
 )
-from .verify import (
-    ContextPoisoned,
-    Outputs,
-    Reference,
-    RunAborted,
-    Verifier,
-    clone_inputs,
-    flatten_outputs,
-    input_elements,
-    is_cuda_fatal,
-    restore_inputs,
-    select_cases,
-    synchronize,
-)
+from .timers import GraphCaptureBroke, L2Flusher, measure
 
 INTERPRETER_REFUSAL = ("benchmarking needs a CUDA GPU, and this run uses the Triton interpreter on the CPU "
                        "({reason}); the interpreter's times say nothing about a kernel's speed, so none are taken. "

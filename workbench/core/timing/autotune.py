@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .contract import describe_config
-from .events import AutotuneReport, ConfigTiming
+from ..events import AutotuneReport, ConfigTiming
+from ..project.contract import describe_config
 
 OUT_OF_RESOURCES = "out of resources"
 FAILED_TO_COMPILE = "failed to compile"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Sequence
 
-from .events import BenchResult, Timing, finite_or_none
+from ..events import BenchResult, Timing, finite_or_none
 
 BYTES_FROM_KERNEL = "bytes_moved() in kernel.py"
 BYTES_LOWER_BOUND = "lower bound: inputs read once + outputs written once"

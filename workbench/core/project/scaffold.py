@@ -74,7 +74,7 @@ class Scaffold:
 
 def scaffolds_root() -> Path:
     """The scaffolds: installed as package data (workbench/scaffolds), else the source tree's scaffolds/."""
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[2]  # workbench/
     installed = package / "scaffolds"
     if installed.is_dir():
         return installed

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .events import Problem
+from ..events import Problem
 
 REQUIRED_EXPORTS = ("kernel_fn", "reference_fn", "get_inputs")
 PURPOSES = ("verify", "bench")
@@ -268,3 +268,11 @@ def describe_config(config: Any) -> str:
         if value is not None and not (attr == "num_ctas" and value == 1):
             parts.append(f"{attr}={value}")
     return ", ".join(parts)
+
+
+def select_cases(cases: list[Case], indices: list[int] | None, purpose: str) -> list[Case]:
+    """The cases a stage runs: the ones asked for by index, else those of its purpose."""
+    if indices is not None:
+        wanted = set(indices)
+        return [c for c in cases if c.index in wanted]
+    return [c for c in cases if c.purpose == purpose]

@@ -17,7 +17,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from .device import cache_root
+from ..timing.device import cache_root
 
 
 @triton.jit

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import watchfiles
 
-from .project import Project, source_hash
+from ..project.folder import Project, source_hash
 
 MISSING = "missing"
 

@@ -1,7 +1,7 @@
 """Parent side of a run: warm worker processes, time-outs, crashes, cancellation.
 
 The parent never imports the user's kernel, torch or triton: it starts
-`python -m workbench.core.worker`, waits for its `worker_ready` line, sends
+`python -m workbench.core.run.worker`, waits for its `worker_ready` line, sends
 one job, and relays the events it streams back. A worker that segfaults,
 poisons its CUDA context or hangs past the time-out is killed; the case it was
 on is reported as failed and the remaining cases resume in a fresh worker.
@@ -20,15 +20,26 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .events import CaseResult, Event, LogLine, Problem, RunFinished, RunStarted, StageChanged, Tally, \
-    WorkerReady, event_from_json
+from ..events import (
+    CaseResult,
+    Event,
+    LogLine,
+    Problem,
+    RunFinished,
+    RunStarted,
+    StageChanged,
+    Tally,
+    WorkerReady,
+    event_from_json,
+)
+from ..stage import Job, shard_of
 from .precompile import PRECOMPILING
-from .worker import EXIT_POISONED, JOB_DONE, Job, shard_of
+from .worker import EXIT_POISONED, JOB_DONE
 
 OnEvent = Callable[[Event], None]
 MAX_RESTARTS = 3
 STARTUP_TIMEOUT_S = 180.0
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
 
 
 class WorkerStartError(Exception):
@@ -56,7 +67,7 @@ class WorkerProcess:
         if interpret:
             child_env["WORKBENCH_INTERPRET"] = "1"
         self.proc = subprocess.Popen(
-            [*launcher, python, "-m", "workbench.core.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [*launcher, python, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
             errors="replace", bufsize=1)
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()

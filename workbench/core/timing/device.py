@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .events import DeviceFacts
-from .fsutil import atomic_write_text
+from ..events import DeviceFacts
+from ..fsutil import atomic_write_text
 
 CACHE_ENV = "WORKBENCH_CACHE_DIR"
 CEILINGS_VERSION = 1
@@ -239,8 +239,8 @@ def measure_ceilings(config: Any) -> Ceilings:
 def _time_copy(config: Any) -> tuple[int, Any]:
     import torch
 
+    from .stats import summarize
     from .timers import time_with_events
-    from .timing import summarize
 
     free, _ = torch.cuda.mem_get_info()
     copy_bytes = min(COPY_BYTES, free // 4)
@@ -252,8 +252,8 @@ def _time_copy(config: Any) -> tuple[int, Any]:
 def _time_matmul(config: Any) -> Any:
     import torch
 
+    from .stats import summarize
     from .timers import time_with_events
-    from .timing import summarize
 
     a = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device="cuda", dtype=torch.bfloat16)  # never zeros: they run fast
     b = torch.randn(MATMUL_SIZE, MATMUL_SIZE, device="cuda", dtype=torch.bfloat16)
@@ -287,7 +287,7 @@ def load_or_measure(config: Any, force: bool = False, on_measure: Any = None) ->
 
 def measure_ceilings_stage(context: Any) -> None:
     """Worker stage "measure_ceilings" (`workbench doctor --measure`): re-measure, cache, report."""
-    from .events import LogLine, Problem, StageChanged
+    from ..events import LogLine, Problem, StageChanged
 
     if context.interpret:
         context.emit(Problem(kind="environment", message="measuring ceilings needs a CUDA GPU; this worker runs "

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .fsutil import atomic_write_text
-from .project import Project
+from ..fsutil import atomic_write_text
+from .folder import Project
 
 RECORD_VERSION = 1
 

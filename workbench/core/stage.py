@@ -1,0 +1,84 @@
+"""What a worker stage is given and how it ends: the protocol between the runner and the stages.
+
+A stage is a function `stage(context: JobContext)` that a worker process runs (run/worker.py
+dispatches on the job's stage names); the verification battery, the benchmark and plugins'
+profilers are stages. They end early by raising `RunAborted` (the project cannot go on; the
+Problem was emitted) or `ContextPoisoned` (a CUDA error left the process unusable: the runner
+resumes the remaining cases in a fresh worker). Imports nothing of the workbench but events.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from .events import Problem
+
+CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
+                      "illegal instruction", "device-side assert", "CUDA error: an illegal")
+
+
+class RunAborted(Exception):
+    """The project cannot be used any further (the Problem was emitted)."""
+
+
+class ContextPoisoned(Exception):
+    """A CUDA error that leaves this process's context unusable: the worker must be replaced."""
+
+
+def is_cuda_fatal(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(marker in text for marker in CUDA_FATAL_MARKERS)
+
+
+@dataclass
+class Job:
+    kernel_path: str
+    stages: list[str] = field(default_factory=lambda: ["verify"])
+    config: dict[str, Any] = field(default_factory=dict)  # ProjectConfig.to_dict()
+    case_indices: list[int] | None = None  # None: every case the stages use
+    cache_dir: str = ""
+    pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
+    options: dict[str, Any] = field(default_factory=dict)  # stage-specific switches
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Job":
+        return cls(**json.loads(text))
+
+
+@dataclass
+class JobContext:
+    job: Job
+    km: Any  # contract.KernelModule
+    config: Any  # config.ProjectConfig
+    interpret: bool
+    emit: Callable[[Any], None]
+    tally: Any = None  # events.Tally of what this job emitted so far: a later stage sees whether verify passed
+
+
+def shard_of(cases: list, shard: list[int] | None) -> list:
+    """The cases shard [k, n] of a job takes: every n-th, from the k-th (the runner counts the same)."""
+    if not shard:
+        return list(cases)
+    k, n = shard
+    return list(cases[k::n])
+
+
+def gpu_stage_cases(context: "JobContext", select: Callable[[list, list[int] | None], list],
+                    refusal: str) -> list | None:
+    """The opening of a GPU-only stage (a plugin's profiler or sanitizer): in the interpreter, emit
+    `refusal`; else the cases `select(cases, asked-for indices)` picks, or None after saying none match."""
+    if context.interpret:
+        context.emit(Problem(kind="environment", message=refusal))
+        return None
+    km = context.km
+    cases = select(km.cases, context.job.case_indices)
+    if not cases:
+        context.emit(Problem(kind="inputs", message=f"no case has index {context.job.case_indices} "
+                                                    f"(CASES has {len(km.cases)})", file=str(km.path)))
+        return None
+    return cases
