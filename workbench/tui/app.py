@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from ..core.events import (
+    CaseResult,
     Event,
     LogLine,
     Problem,
@@ -91,7 +92,7 @@ class WorkbenchApp(Actions, App):
         self.runs: dict[int, RunState] = {}
         self.known_configs: dict[str, list[str]] = {}  # autotuned kernel -> its configs, in pin-index order
         self.bench_times: dict[str, dict[int, float]] = {}  # history record id -> kernel ms per bench case
-        self.timeline: list[tuple[str, int, str, float]] = []  # (verdict|bench, run id, source hash, shown at)
+        self.timeline: list[tuple[str, int, str, float]] = []  # (failure|verdict|bench, run id, source hash, shown at)
         self.recorded: set[int] = set()  # run ids whose outcome is in the history (after RunDone)
         self.profilers = load_profilers(pm)
         self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
@@ -249,6 +250,12 @@ class WorkbenchApp(Actions, App):
                 panel.workbench_event(event)
             except Exception as exc:  # noqa: BLE001
                 self.query_one(LogPanel).note(f"panel {panel.id}: {type(exc).__name__}: {exc}", style="red1")
+        if isinstance(event, CaseResult) and event.status in ("failed", "error") and not run.failure_shown:
+            run.failure_shown = True  # the first failure goes on screen now, not with the complete verdict
+            if not run.verdict_known:
+                self.query_one(CasesTable).select_first_failure(run)
+                self.render_detail()
+            self.call_after_refresh(self._shown, "failure", run)
         if not had_verdict and run.verdict_known and run.verdict != "cancelled":
             self.query_one(CasesTable).select_first_failure(run)
             self.render_detail()  # now, not when the highlight message has bubbled up

@@ -92,6 +92,7 @@ class RunState:
     verified: bool = False  # every verification case has its verdict (a sharded run says so)
     verdict_at: float | None = None  # wall clock when the verdict became known
     bench_at: float | None = None  # ... and the first benchmark result
+    failure_shown: bool = False  # the first failing case has been put on screen
 
     def apply(self, event: Event) -> set[str]:
         """Fold one event in; returns the panels to redraw (status, cases, bench, autotune, log)."""
@@ -177,6 +178,12 @@ class RunState:
     @property
     def verdict_known(self) -> bool:
         return self.finished is not None or self.benchmarking or self.verified
+
+    def so_far(self) -> tuple[int, int, int]:
+        """While verification runs: (cases with a verdict, cases planned, failing among them)."""
+        judged = [r for r in self.rows.values() if r.result is not None and r.status != "skipped"]
+        failing = sum(r.status in ("failed", "error") for r in judged)
+        return len(judged), len([r for r in self.rows.values() if r.status != "skipped"]), failing
 
     def tally(self) -> Tally:
         tally = Tally()

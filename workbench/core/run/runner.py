@@ -33,6 +33,7 @@ from ..events import (
     event_from_json,
 )
 from ..stage import Job, shard_of
+from .forkserver import ForkServer
 from .precompile import PRECOMPILING
 from .worker import EXIT_POISONED, JOB_DONE
 
@@ -40,6 +41,22 @@ OnEvent = Callable[[Event], None]
 MAX_RESTARTS = 3
 STARTUP_TIMEOUT_S = 180.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
+
+
+def worker_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a worker (or the template workers fork from) runs in: this one, plus `env`,
+    importing this copy of the workbench."""
+    child_env = dict(os.environ)
+    child_env.update(env or {})
+    child_env["PYTHONUNBUFFERED"] = "1"
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), child_env.get("PYTHONPATH", "")) if p)
+    return child_env
+
+
+def forkserver_wanted(launcher: Sequence[str]) -> bool:
+    """Fork workers from a warm template unless they run under a launcher (a profiler must start the
+    process itself) or WORKBENCH_FORKSERVER=0 asks for workers started from scratch."""
+    return not launcher and hasattr(os, "fork") and os.environ.get("WORKBENCH_FORKSERVER", "1") != "0"
 
 
 class WorkerStartError(Exception):
@@ -58,18 +75,17 @@ class WorkerProcess:
     """
 
     def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
-                 launcher: Sequence[str] = ()):
-        child_env = dict(os.environ)
-        child_env.update(env or {})
-        child_env["PYTHONUNBUFFERED"] = "1"
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PACKAGE_ROOT), child_env.get("PYTHONPATH", "")) if p)
+                 launcher: Sequence[str] = (), forkserver: ForkServer | None = None):
+        child_env = worker_env(env)
         if interpret:
             child_env["WORKBENCH_INTERPRET"] = "1"
-        self.proc = subprocess.Popen(
-            [*launcher, python, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
-            errors="replace", bufsize=1)
+        if forkserver is not None and not launcher:
+            self.proc: Any = forkserver.spawn(child_env)
+        else:
+            self.proc = subprocess.Popen(
+                [*launcher, python, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
+                errors="replace", bufsize=1)
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.ready: WorkerReady | None = None
         self._startup_problem: Problem | None = None
@@ -218,11 +234,17 @@ class Runner:
         self._exiting: list[WorkerProcess] = []
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
+        self._forkserver: ForkServer | None = None  # started with the first worker
+        self._forkserver_lock = threading.Lock()
 
     # -- worker supply -------------------------------------------------------------------
 
     def _new_worker(self) -> WorkerProcess:
-        return WorkerProcess(self.interpret, self.env, self.python, self.launcher)
+        with self._forkserver_lock:  # prewarm calls this under self._lock
+            if self._forkserver is None and forkserver_wanted(self.launcher):
+                self._forkserver = ForkServer(worker_env(self.env), self.python)
+            forkserver = self._forkserver
+        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, forkserver)
 
     @property
     def workers_per_run(self) -> int:
@@ -278,6 +300,10 @@ class Runner:
             spares, self._spares = self._spares, []
         for spare in spares:
             spare.kill()
+        with self._forkserver_lock:
+            forkserver, self._forkserver = self._forkserver, None
+        if forkserver is not None:
+            forkserver.close()
 
     # -- one run ------------------------------------------------------------------------
 

@@ -74,6 +74,9 @@ def _warm_up() -> tuple[Any, str, str, str]:
         apply()
     else:
         from .compiler_warmup import warm_compiler
+        from .launcher_cache import MANAGER
+
+        os.environ.setdefault("TRITON_CACHE_MANAGER", MANAGER)
 
         try:
             warm_compiler(torch)

@@ -118,7 +118,14 @@ def verdict_line(session: LiveSession) -> Text:
                  "error": "bold white on red3"}.get(verdict, "bold black on grey50")
         text.append(f" {MARK.get(verdict, '')} {VERDICT_LABEL.get(verdict, verdict.upper())}{counts} ", style=style)
     else:
-        text.append(f" {MARK['running']} running ", style=f"bold {MARK_COLOR['running']}")
+        judged, total, failing = run.so_far()
+        if failing:  # a failure is the verdict already: say so the moment it lands
+            text.append(f" {MARK['failed']} FAILING {failing} of {judged} so far ({total} cases) ",
+                        style="bold white on red3")
+        elif judged:
+            text.append(f" {MARK['running']} {judged} of {total} passed so far ", style=f"bold {MARK_COLOR['running']}")
+        else:
+            text.append(f" {MARK['running']} running ", style=f"bold {MARK_COLOR['running']}")
     saved = run.request.save.saved_at if run.request.save else run.request.requested_at
     if run.verdict_at is not None:
         text.append(f"  verdict {run.verdict_at - saved:.2f} s", style="grey70")

@@ -1,0 +1,96 @@
+"""Workers forked from the warm template (run/forkserver.py), and launchers kept across saves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from workbench.core.run.forkserver import ForkServer
+from workbench.core.run.runner import worker_env
+
+
+def first_event(proc, timeout: float = 120.0) -> dict:
+    """The first JSON line a worker writes (its worker_ready), read with a deadline."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            line = proc.stdout.readline()
+            if line.strip():
+                return json.loads(line)
+    raise AssertionError("no worker_ready within the deadline")
+
+
+@pytest.fixture
+def server():
+    server = ForkServer(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    yield server
+    server.close()
+
+
+def test_a_forked_worker_warms_up_in_its_own_session_and_reports_its_exit(server):
+    proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    ready = first_event(proc)
+    assert ready["type"] == "worker_ready" and ready["mode"] == "interpreter"
+    assert proc.pid == ready["pid"] != os.getpid()
+    assert os.getpgid(proc.pid) == proc.pid  # its own process group: the runner kills the group
+    assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGSEGV)
+    assert proc.wait(timeout=30) == -signal.SIGSEGV  # the status a started worker would give
+
+
+def test_a_worker_with_no_job_exits_cleanly(server):
+    proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    first_event(proc)
+    proc.stdin.close()  # the parent lets an unused spare go
+    assert proc.wait(timeout=30) == 0
+
+
+def test_workers_start_from_scratch_once_the_template_is_gone(server):
+    first = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    first_event(first)
+    server.proc.kill()
+    server.proc.wait()
+    deadline = time.monotonic() + 10
+    while server.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server.alive()
+    second = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    assert first_event(second)["type"] == "worker_ready"
+    assert second._popen is not None  # started as `python -m workbench.core.run.worker`
+    second.stdin.close()
+    assert second.wait(timeout=30) == 0
+    first.kill()
+    assert first.wait(timeout=30) == -signal.SIGKILL  # its status went with the template: called killed
+
+
+def test_a_worker_killed_before_its_fork_is_killed_when_it_comes(server):
+    proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    proc.kill()  # the template may still be warming: no pid yet
+    assert proc.wait(timeout=120) == -signal.SIGKILL
+
+
+def test_launchers_go_to_the_workbench_cache_and_everything_else_to_the_project_cache(tmp_path, monkeypatch):
+    pytest.importorskip("triton.runtime.cache")
+    from workbench.core.run.launcher_cache import EXTENSION_SUFFIX, LauncherKeepingCache
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "project-cache"))
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "workbench-cache"))
+    cache = LauncherKeepingCache("KEY")
+    launcher = cache.put(b"\x7fELF", f"__triton_launcher{EXTENSION_SUFFIX}")
+    cubin = cache.put(b"cubin", "rmsnorm_kernel.cubin")
+    assert launcher.startswith(str(tmp_path / "workbench-cache" / "triton-launchers" / "KEY"))
+    assert cubin.startswith(str(tmp_path / "project-cache" / "KEY"))
+    # A save clears the project's cache: the kernel is gone, the launcher is still found.
+    import shutil
+
+    shutil.rmtree(tmp_path / "project-cache")
+    again = LauncherKeepingCache("KEY")
+    assert again.get_file("rmsnorm_kernel.cubin") is None
+    assert again.get_file(f"__triton_launcher{EXTENSION_SUFFIX}") == launcher

@@ -1,0 +1,365 @@
+"""Workers forked from one warm template process, instead of each starting Python, torch and triton.
+
+A worker started from scratch spends seconds of CPU importing torch and triton (on a 16-core GPU
+machine: 5.8 s wall, 7.8 s of CPU each, measured in benchmarks/compile_breakdown.py), and a live
+loop starts a dozen per save to keep spares warm. Those start-ups land on the same cores as the
+run in flight and slow its compiles. The template imports torch, triton and the workbench's
+worker-side modules once, never touches CUDA, and forks a worker on request: the child brings its
+own CUDA context up and warms the compiler (0.8 s wall, 0.7 s of CPU), then runs
+`run.worker.main` exactly as a started one does. Every run still imports kernel.py afresh, in a
+fresh child.
+
+Protocol (a SOCK_SEQPACKET socket pair; one JSON message per packet):
+  parent -> template   {"env": {...}} with three descriptors (the child's stdin, stdout, stderr)
+  template -> parent   {"ready": true} once; {"pid": N} per request; {"exit": N, "code": C} when a
+                       child ends (C as subprocess reports it: negative for a signal)
+The template ends when the parent's end of the socket closes. A child is a session leader (its
+pid is its process group), as a started worker is.
+
+`ForkServer.spawn` returns a `ForkedProcess`, which has the parts of `subprocess.Popen` the runner
+uses. Where the template cannot start, the runner starts workers as before.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Sequence
+
+READY_TIMEOUT_S = 180.0
+# What every worker imports before its job: loaded once here, shared by every fork.
+PRELOAD = ("torch", "triton", "triton.language", "workbench.core.events", "workbench.core.stage",
+           "workbench.core.project.config", "workbench.core.project.contract", "workbench.core.project.folder",
+           "workbench.core.verify.battery", "workbench.core.timing.bench", "workbench.core.run.precompile",
+           "workbench.core.run.worker")
+
+
+# -- the template process ---------------------------------------------------------------------
+
+
+def serve(sock: socket.socket) -> int:
+    import importlib
+    import warnings
+
+    # A fork after these imports is the point; Python's warning about forking a process that
+    # may have threads would land in every worker's log.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+    # triton.language's own @jit functions become interpreter functions only when TRITON_INTERPRET
+    # is set as it is imported: the template serves one mode, chosen as a worker chooses it.
+    interpret = os.environ.get("WORKBENCH_INTERPRET") == "1" or not _gpu_visible()
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the worker meets and reports the same failure itself
+            pass
+    sock.send(json.dumps({"ready": True}).encode())
+    children: set[int] = set()
+    while True:
+        readable, _, _ = select.select([sock], [], [], 0.05 if children else None)
+        _reap(sock, children)
+        if not readable:
+            continue
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
+        except OSError:
+            return 0
+        if not message:
+            return 0  # the parent is gone; running children live on in their own sessions
+        request = json.loads(message)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _become_worker(fds, request["env"], interpret)  # never returns
+        for fd in fds:
+            os.close(fd)
+        children.add(pid)
+        sock.send(json.dumps({"pid": pid}).encode())
+
+
+def _reap(sock: socket.socket, children: set[int]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+        try:
+            sock.send(json.dumps({"exit": pid, "code": code}).encode())
+        except OSError:
+            pass
+
+
+def _gpu_visible() -> bool:
+    """Whether torch sees a GPU, asked through NVML: CUDA itself must stay down in the template
+    (a CUDA context does not survive a fork)."""
+    saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - then the workers find out for themselves, in interpreter mode
+        return False
+    finally:
+        if saved is None:
+            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
+
+
+def _become_worker(fds: Sequence[int], env: dict[str, str], template_interprets: bool) -> None:
+    code = 70
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        hides_gpus = env.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1")
+        if not template_interprets and (env.get("WORKBENCH_INTERPRET") == "1" or hides_gpus):
+            # An interpreter worker asked of a GPU template: triton must be imported afresh for it.
+            os.execve(sys.executable, [sys.executable, "-m", "workbench.core.run.worker"], env)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True)
+        sys.argv = ["workbench.core.run.worker"]
+        from . import worker
+
+        code = worker.main()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - the child must never return into the template's loop
+        try:
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
+def main() -> int:
+    fd = int(sys.argv[1])
+    sock = socket.socket(fileno=fd)
+    return serve(sock)
+
+
+# -- the parent's side ------------------------------------------------------------------------
+
+
+class ForkedProcess:
+    """A worker asked of the template: the parts of `subprocess.Popen` the runner uses.
+
+    It exists at once, with its pipes; the fork happens when the template is warm. Should the
+    template fail, the same pipes go to a worker started from scratch instead (`fallback`).
+    """
+
+    def __init__(self, server: "ForkServer", stdin: Any, stdout: Any, stderr: Any):
+        self._server = server
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._popen: subprocess.Popen | None = None
+        self._started = threading.Event()
+        self._ended = threading.Event()
+        self._killed = False
+
+    def _forked(self, pid: int) -> None:
+        self.pid = pid
+        self._started.set()
+        if self._killed:
+            self.kill()
+
+    def _fallback(self, popen: subprocess.Popen) -> None:
+        self._popen, self.pid = popen, popen.pid
+        self._started.set()
+        if self._killed:
+            self.kill()
+        threading.Thread(target=lambda: self._exited(popen.wait()), daemon=True).start()
+
+    def _exited(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self.pid is not None and self._popen is None and not self._server.alive():
+            self._lost()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ended.wait(0.2):
+            if self.poll() is not None:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _lost(self) -> None:
+        """The template died, so this exit status can no longer be learned: once the process is
+        gone, call it killed."""
+        try:
+            os.kill(self.pid, 0)  # type: ignore[arg-type]
+            return  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            return
+        self._exited(-signal.SIGKILL)
+
+    def kill(self) -> None:
+        self._killed = True
+        if self.pid is None:
+            return  # killed the moment it exists
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class ForkServer:
+    """Starts the template in the background; `spawn` asks it for a worker and returns at once."""
+
+    def __init__(self, env: dict[str, str], python: str = sys.executable):
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock, self._python = parent, python
+        self.proc = subprocess.Popen([python, "-m", "workbench.core.run.forkserver", str(child.fileno())],
+                                     pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        child.close()
+        self._ready = threading.Event()
+        self._failed = False
+        self._lock = threading.Lock()
+        self._requests: list[tuple[ForkedProcess, dict[str, str], list[int]]] = []
+        self._wakeup = threading.Condition(self._lock)
+        self._awaiting_pid: list[ForkedProcess] = []  # sent, in order: the template answers in order
+        self._children: dict[int, ForkedProcess] = {}
+        self._early_exits: dict[int, int] = {}
+        threading.Thread(target=self._read, name="workbench-forkserver-read", daemon=True).start()
+        threading.Thread(target=self._send, name="workbench-forkserver-send", daemon=True).start()
+
+    def alive(self) -> bool:
+        return not self._failed and self.proc.poll() is None
+
+    def spawn(self, env: dict[str, str]) -> ForkedProcess:
+        pipes = [os.pipe() for _ in range(3)]
+        child_ends = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        child = ForkedProcess(self, open(pipes[0][1], "w", encoding="utf-8", buffering=1),
+                              open(pipes[1][0], encoding="utf-8", errors="replace"),
+                              open(pipes[2][0], encoding="utf-8", errors="replace"))
+        with self._wakeup:
+            queued = not self._failed
+            if queued:
+                self._requests.append((child, env, child_ends))
+                self._wakeup.notify_all()
+        if not queued:
+            self._start_from_scratch(child, env, child_ends)
+            for fd in child_ends:
+                os.close(fd)
+        return child
+
+    def _send(self) -> None:
+        if not self._ready.wait(READY_TIMEOUT_S):
+            self._fail()
+        while True:
+            with self._wakeup:
+                while not self._requests and not self._failed:
+                    self._wakeup.wait()
+                if not self._requests:
+                    return  # failed, and nothing asked for: spawn starts workers itself from now on
+                child, env, child_ends = self._requests.pop(0)
+                sent = False
+                if not self._failed:
+                    try:
+                        socket.send_fds(self._sock, [json.dumps({"env": env}).encode()], child_ends)
+                        self._awaiting_pid.append(child)
+                        sent = True
+                    except OSError:
+                        self._failed = True
+            if not sent:
+                self._start_from_scratch(child, env, child_ends)
+            for fd in child_ends:
+                os.close(fd)
+
+    def _start_from_scratch(self, child: ForkedProcess, env: dict[str, str], child_ends: list[int]) -> None:
+        child._fallback(subprocess.Popen([self._python, "-m", "workbench.core.run.worker"], stdin=child_ends[0],
+                                         stdout=child_ends[1], stderr=child_ends[2], env=env,
+                                         start_new_session=True))
+
+    def _read(self) -> None:
+        try:
+            while True:
+                data = self._sock.recv(1 << 16)
+                if not data:
+                    break
+                message = json.loads(data)
+                if message.get("ready"):
+                    self._ready.set()
+                elif "pid" in message:
+                    with self._lock:
+                        child = self._awaiting_pid.pop(0)
+                        self._children[message["pid"]] = child
+                        code = self._early_exits.pop(message["pid"], None)
+                    child._forked(message["pid"])
+                    if code is not None:
+                        child._exited(code)
+                elif "exit" in message:
+                    with self._lock:
+                        child = self._children.pop(message["exit"], None)
+                    if child is not None:
+                        child._exited(message["code"])
+        except (OSError, ValueError):
+            pass
+        self._fail()
+
+    def _fail(self) -> None:
+        """The template is gone or never came up: asked-for workers start from scratch; forked ones
+        that have ended are called killed (their status went with the template)."""
+        with self._wakeup:
+            self._failed = True
+            self._ready.set()
+            unanswered, self._awaiting_pid = self._awaiting_pid, []
+            forked, self._children = list(self._children.values()), {}
+            self._wakeup.notify_all()
+        for child in unanswered:  # sent but never forked: nothing holds its pipes' far ends any more
+            child._exited(-signal.SIGKILL)
+        for child in forked:
+            child.poll()
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+if __name__ == "__main__":
+    code = main()
+    os._exit(code)
