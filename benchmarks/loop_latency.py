@@ -265,7 +265,8 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
             await pilot.pause(0.05)
             verdict_s = (shown(app, "verdict", times.source_hash) or times.saved) - times.saved
             rows.append({"kind": "broken", "verdict": app.session.current.verdict, "failure_s": failure_s,
-                         "verdict_s": verdict_s})
+                         "verdict_s": verdict_s, "accepted_s": (times.accepted or times.saved) - times.saved,
+                         **{f"{name}_s": when - times.saved for name, when in times.arrivals.items()}})
             print(f"  broken save {n + 1}: first failing case on screen {failure_s:.2f} s, verdict "
                   f"{app.session.current.verdict} in {verdict_s:.2f} s", flush=True)
         for n in range(mid_bench_saves):

@@ -113,3 +113,14 @@ def test_live_loop_bench_budget():
     assert asked.for_live_loop().compare_torch_compile is True and asked.for_live_loop().rep_ms == 300
     off = ProjectConfig.from_dict({"bench": {"compare_torch_compile": False, "live_compare_torch_compile": True}})
     assert off.bench.for_live_loop().compare_torch_compile is False  # never more than `bench` does
+
+
+def test_unravel_matches_torch_for_every_element():
+    import torch
+
+    from workbench.core.verify.compare import unravel
+
+    for shape in [(5,), (3, 4), (2, 3, 4), (1, 1), (7, 1, 2)]:
+        for flat in range(torch.Size(shape).numel()):
+            assert unravel(flat, shape) == [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
+    assert unravel(0, ()) == []

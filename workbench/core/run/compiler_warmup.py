@@ -1,4 +1,4 @@
-"""A GPU worker compiles and launches one tiny kernel while it warms up.
+"""A GPU worker compiles and launches one tiny kernel, and runs the battery's torch ops once, while it warms up.
 
 A process's first Triton compile pays for more than the kernel: the backend's
 set-up, the code generator's first pass, the driver's helper module and the launch
@@ -6,6 +6,11 @@ path. A warm worker pays those before a save needs them, so the save's run pays 
 the user's kernels alone. The launch uses the workbench's own Triton cache (never a
 project's); a second, compile-only variant goes to a throwaway cache, so the code
 generator has run once in this process too.
+
+CUDA loads each of torch's kernels on its first use (lazy module loading), a few milliseconds each;
+the verification battery uses dozens (random inputs, a float64 reference, the comparison, the
+error map of a failure). `warm_battery_ops` runs the comparison once per dtype, a failure included,
+so a save's first case does not pay for those loads either.
 """
 
 from __future__ import annotations
@@ -42,3 +47,21 @@ def warm_compiler(torch: Any) -> None:
             os.environ.pop("TRITON_CACHE_DIR", None)
         else:
             os.environ["TRITON_CACHE_DIR"] = saved
+
+
+def warm_battery_ops(torch: Any) -> None:
+    from ..project.config import Tolerance
+    from ..verify.battery import unwritten_mask
+    from ..verify.compare import compare, tensors_equal_bitwise
+
+    tol = Tolerance(rtol=1e-3, atol=1e-3, rel_norm=1e-3)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        ref = torch.randn(4, 64, device="cuda", dtype=dtype)
+        expected = ref.double().pow(2).mean(dim=-1, keepdim=True).rsqrt() * ref.double()
+        out = torch.empty_like(ref).fill_(float("nan"))
+        out.copy_(expected.to(dtype))
+        out[-1, -1] += 1  # a failure: its worst element, pattern and error map
+        second = out.clone()
+        compare(out, expected, tol, unwritten_mask(out, second))
+        tensors_equal_bitwise(out, second).all()
+    torch.cuda.synchronize()

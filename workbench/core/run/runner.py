@@ -236,6 +236,7 @@ class Runner:
         self._lock = threading.Lock()
         self._forkserver: ForkServer | None = None  # started with the first worker
         self._forkserver_lock = threading.Lock()
+        self._verifying = threading.Event()  # sharded verification in flight: spares wait for its end
 
     # -- worker supply -------------------------------------------------------------------
 
@@ -265,8 +266,8 @@ class Runner:
             self._spares = alive
         if worker is None:
             worker = self._new_worker()
-        if self.keep_warm:
-            self.prewarm()  # now: a spare needs seconds to warm, and the next save may come soon
+        if self.keep_warm and not self._verifying.is_set():
+            self.prewarm()  # now: the next save may come soon
         with self._lock:
             self._active.add(worker)
         return worker
@@ -326,7 +327,15 @@ class Runner:
             first, rest = job.stages[:cut], job.stages[cut:]
             if "bench" in rest:
                 first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
-            self._run_sharded(replace(job, stages=first), relay, limits)
+            # The next run's spares are forked once the shards are done: forked while they compile,
+            # their start-up would take the cores the compiles need (benchmarks/compile_breakdown.py).
+            self._verifying.set()
+            try:
+                self._run_sharded(replace(job, stages=first), relay, limits)
+            finally:
+                self._verifying.clear()
+                if self.keep_warm and not self._cancelled.is_set():
+                    self.prewarm()
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._await_exits()
                 self._run_with_restarts(replace(job, stages=rest), relay, limits)

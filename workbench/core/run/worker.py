@@ -73,13 +73,14 @@ def _warm_up() -> tuple[Any, str, str, str]:
 
         apply()
     else:
-        from .compiler_warmup import warm_compiler
+        from .compiler_warmup import warm_battery_ops, warm_compiler
         from .launcher_cache import MANAGER
 
         os.environ.setdefault("TRITON_CACHE_MANAGER", MANAGER)
 
         try:
             warm_compiler(torch)
+            warm_battery_ops(torch)
         except Exception:  # noqa: BLE001 - only a head start: the user's first compile pays instead
             pass
     return torch, mode, device_name, reason

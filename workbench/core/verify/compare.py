@@ -103,11 +103,21 @@ def worst_element(o: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, unwritten
     score = torch.where(torch.isfinite(o - r), (o - r).abs(), torch.full_like(o, float("inf")))
     score = torch.where(bad, score, torch.full_like(o, -1.0))
     flat = int(torch.argmax(score.reshape(-1)))
-    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(o.shape))] if o.dim() else []
+    index = unravel(flat, tuple(o.shape))
     kernel_value = None if bool(unwritten.reshape(-1)[flat]) else float(o.reshape(-1)[flat])
     # JSON carries no NaN/inf: a non-finite value travels as None and the renderer says so.
     return Worst(index=index, kernel=finite_or_none(kernel_value),
                  reference=finite_or_none(float(r.reshape(-1)[flat])))
+
+
+def unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """The index of element `flat` of a row-major tensor of this shape. (torch.unravel_index imports
+    sympy on first use: half a second, paid by the first failing case of every worker.)"""
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return index[::-1]
 
 
 def _as_rows(mask: torch.Tensor) -> torch.Tensor:
