@@ -122,7 +122,7 @@ def round_f32_to(values: Any, dtype: str) -> Any:
 # --- the patches ---
 
 def _is_bf16(tl: Any, h: Any) -> bool:
-    return h.dtype.scalar == tl.bfloat16 and h.data.dtype == np.uint16
+    return h.data.dtype == np.uint16 and h.dtype.scalar == tl.bfloat16  # the cheap test first: it runs per op
 
 
 def _fix_bf16_dot(interpreter: Any, tl: Any) -> bool:
