@@ -374,15 +374,18 @@ def _reduction_cases(name: str, dt: torch.dtype) -> list[AgreementCase]:
             lambda x: _rows(_row_scan_kernel, x, out=torch.empty_like(x), N=COLS, WIDEN=widen),
             lambda x: r(torch.cumsum(x.float(), dim=1)), dt, ulps)
 
+    # Adding up in 16 bits rounds at every step, in an order the GPU's layout decides: allow about a
+    # rounding per level of a 64-long sum's tree (and of its carries), not bit equality.
+    order_dependent = 8
     return [
         reduce("sum_f32", normal, lambda x: r(x.sum(dim=1)), ulps=1),
-        reduce("sum", positive, lambda x: r(x.sum(dim=1)), ulps=4),
+        reduce("sum", positive, lambda x: r(x.sum(dim=1)), ulps=order_dependent),
         reduce("max", normal, lambda x: x.amax(dim=1)),
         reduce("min", normal, lambda x: x.amin(dim=1)),
         reduce("argmax", normal, lambda x: x.argmax(dim=1).to(torch.int32), out=torch.int32),
         reduce("argmin", normal, lambda x: x.argmin(dim=1).to(torch.int32), out=torch.int32),
         scan("cumsum_f32", True, 1),
-        scan("cumsum", False, 4),
+        scan("cumsum", False, order_dependent),
     ]
 
 
