@@ -57,7 +57,7 @@ def test_every_fix_is_applied_once():
     assert fixes.apply() == []  # applied at import above: a second call patches nothing twice
 
 
-# --- the rounding helpers ---
+# --- rounding ---
 
 def test_f32_to_bf16_rounds_every_kind_of_float32_as_torch_does():
     rng = np.random.RandomState(0)
