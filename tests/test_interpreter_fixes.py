@@ -1,4 +1,4 @@
-"""Each 16-bit float fix of workbench/core/interpreter_fixes.py, one at a time, against a float32
+"""Each 16-bit float fix of workbench/core/verify/interpreter_fixes.py, one at a time, against a float32
 computation rounded the GPU's way (torch's `.to(torch.bfloat16)` rounds to nearest even).
 
 The patched InterpreterBuilder methods are called directly on TensorHandles: no kernel, no child
