@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core import interpreter_fixes as fixes
+from workbench.core.verify import interpreter_fixes as fixes
 
 tl = pytest.importorskip("triton.language")
 interpreter = pytest.importorskip("triton.runtime.interpreter")
