@@ -94,34 +94,3 @@ def test_launchers_go_to_the_workbench_cache_and_everything_else_to_the_project_
     again = LauncherKeepingCache("KEY")
     assert again.get_file("rmsnorm_kernel.cubin") is None
     assert again.get_file(f"__triton_launcher{EXTENSION_SUFFIX}") == launcher
-
-
-def test_a_held_worker_waits_for_the_word_then_warms_up(server):
-    """A spare forked while a benchmark is timed stays off the GPU until told; a job is the word too."""
-    import select
-
-    env = worker_env({"WORKBENCH_INTERPRET": "1", "WORKBENCH_WORKER_HELD": "1"})
-    held = server.spawn(env)
-    ready, _, _ = select.select([held.stdout], [], [], 8.0)
-    assert not ready  # no worker_ready: it has not warmed up
-    held.stdin.write("warm\n")
-    held.stdin.flush()
-    assert first_event(held)["type"] == "worker_ready"
-    held.stdin.close()
-    assert held.wait(timeout=30) == 0
-
-
-def test_the_runner_holds_spares_while_it_times_and_releases_them_after(monkeypatch):
-    from workbench.core.run.runner import Runner
-
-    runner = Runner(interpret=True, keep_warm=True, parallel=2)
-    try:
-        runner._timing.set()
-        runner.prewarm(hold=runner._timing.is_set())
-        assert runner._spares and all(w.held for w in runner._spares)
-        runner._timing.clear()
-        runner.release_spares()
-        assert not any(w.held for w in runner._spares)
-        assert all(w.wait_ready().mode == "interpreter" for w in runner._spares)
-    finally:
-        runner.close()

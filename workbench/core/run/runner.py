@@ -35,7 +35,7 @@ from ..events import (
 from ..stage import Job, shard_of
 from .forkserver import ForkServer
 from .precompile import PRECOMPILING
-from .worker import EXIT_POISONED, HELD_ENV, JOB_DONE, WARM
+from .worker import EXIT_POISONED, JOB_DONE
 
 OnEvent = Callable[[Event], None]
 MAX_RESTARTS = 3
@@ -75,13 +75,10 @@ class WorkerProcess:
     """
 
     def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
-                 launcher: Sequence[str] = (), forkserver: ForkServer | None = None, held: bool = False):
+                 launcher: Sequence[str] = (), forkserver: ForkServer | None = None):
         child_env = worker_env(env)
         if interpret:
             child_env["WORKBENCH_INTERPRET"] = "1"
-        self.held = held  # it warms up only once `release` is called (or a job is sent)
-        if held:
-            child_env[HELD_ENV] = "1"
         if forkserver is not None and not launcher:
             self.proc: Any = forkserver.spawn(child_env)
         else:
@@ -156,19 +153,8 @@ class WorkerProcess:
             elif isinstance(payload, LogLine):
                 log.append(payload.text)
 
-    def release(self) -> None:
-        """Let a held spare warm up now."""
-        if self.held:
-            self.held = False
-            try:
-                self.proc.stdin.write(WARM + "\n")
-                self.proc.stdin.flush()
-            except (OSError, ValueError):
-                pass  # it died: its reader sees the end
-
     def send(self, job: Job) -> None:
         assert self.proc.stdin is not None
-        self.held = False  # a held worker takes its job as the word to warm up
         self.proc.stdin.write(job.to_json() + "\n")
         self.proc.stdin.flush()
 
@@ -251,36 +237,27 @@ class Runner:
         self._forkserver: ForkServer | None = None  # started with the first worker
         self._forkserver_lock = threading.Lock()
         self._verifying = threading.Event()  # sharded verification in flight: spares wait for its end
-        self._timing = threading.Event()  # the stages after verification in flight: spares are held
 
     # -- worker supply -------------------------------------------------------------------
 
-    def _new_worker(self, held: bool = False) -> WorkerProcess:
+    def _new_worker(self) -> WorkerProcess:
         with self._forkserver_lock:  # prewarm calls this under self._lock
             if self._forkserver is None and forkserver_wanted(self.launcher):
                 self._forkserver = ForkServer(worker_env(self.env), self.python)
             forkserver = self._forkserver
-        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, forkserver,
-                             held=held and forkserver is not None)
+        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, forkserver)
 
     @property
     def workers_per_run(self) -> int:
         """A sharded run takes one worker per shard, then one for the stages after verification."""
         return self.parallel + 1 if self.parallel > 1 else 1
 
-    def prewarm(self, hold: bool = False) -> None:
-        """Start spare workers now (as many as a run takes), so the next run waits for no start-up.
-        Held, they stop short of CUDA until `release_spares` (a benchmark is about to be timed)."""
+    def prewarm(self) -> None:
+        """Start spare workers now (as many as a run takes), so the next run waits for no start-up."""
         with self._lock:
             self._spares = [w for w in self._spares if w.proc.poll() is None]
             while len(self._spares) < self.workers_per_run:
-                self._spares.append(self._new_worker(held=hold))
-
-    def release_spares(self) -> None:
-        with self._lock:
-            spares = list(self._spares)
-        for spare in spares:
-            spare.release()
+                self._spares.append(self._new_worker())
 
     def _take_worker(self) -> WorkerProcess:
         with self._lock:
@@ -289,9 +266,8 @@ class Runner:
             self._spares = alive
         if worker is None:
             worker = self._new_worker()
-        worker.release()
         if self.keep_warm and not self._verifying.is_set():
-            self.prewarm(hold=self._timing.is_set())  # now: the next save may come soon
+            self.prewarm()  # now: the next save may come soon
         with self._lock:
             self._active.add(worker)
         return worker
@@ -318,7 +294,6 @@ class Runner:
             active = list(self._active)
         for worker in active:
             worker.kill()
-        self.release_spares()  # nothing is timed any more: the next run's spares warm now
 
     def close(self) -> None:
         self.cancel()
@@ -360,15 +335,10 @@ class Runner:
             finally:
                 self._verifying.clear()
                 if self.keep_warm and not self._cancelled.is_set():
-                    self.prewarm(hold=bool(rest) and tally.exit_code == 0)
+                    self.prewarm()
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._await_exits()
-                self._timing.set()
-                try:
-                    self._run_with_restarts(replace(job, stages=rest), relay, limits)
-                finally:
-                    self._timing.clear()
-                    self.release_spares()
+                self._run_with_restarts(replace(job, stages=rest), relay, limits)
         else:
             self._run_with_restarts(job, relay, limits)
         finished = tally.finished(time.monotonic() - started)

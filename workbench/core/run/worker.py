@@ -23,8 +23,6 @@ from typing import Any, Callable
 from ..stage import Job, JobContext
 
 EXIT_POISONED = 75
-HELD_ENV = "WORKBENCH_WORKER_HELD"  # set: warm up only when told to (see main)
-WARM = "warm"
 JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
 
 # Stages a job can ask for, by name -> "module:function". Functions take
@@ -97,15 +95,6 @@ def main() -> int:
 
     from ..events import Problem, StageChanged, WorkerReady
 
-    pending = ""
-    if os.environ.get(HELD_ENV) == "1":
-        # A spare started while a benchmark is timed: its CUDA context and warm-up kernels would
-        # share the GPU with the timed kernel, so it waits for the word ("warm", or its job).
-        pending = sys.stdin.readline()
-        if not pending.strip():
-            return 0
-        if pending.strip() == WARM:
-            pending = ""
     try:
         torch, mode, device_name, reason = _warm_up()
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
@@ -119,7 +108,7 @@ def main() -> int:
                         triton_version=triton.__version__, python_version=platform.python_version(),
                         warmup_s=round(time.perf_counter() - started, 3), reason=reason)
     emit(ready)
-    line = pending or sys.stdin.readline()
+    line = sys.stdin.readline()
     if not line.strip():
         return 0  # the parent let this warm worker go unused
     code = run_job(Job.from_json(line), emit, ready)
