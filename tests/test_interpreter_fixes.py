@@ -326,3 +326,15 @@ def test_published_swiglu_kernel_verifies_in_every_dtype(cli, make_project):
     assert len(cases) == 9 and all(c["status"] == "passed" for c in cases)
     assert [c["dtype"] for c in cases].count("bfloat16") == 3
     assert not any("raw bits" in note for c in cases for note in c["notes"])
+
+
+def test_approximate_sqrt_flushes_subnormals_as_the_gpu_does():
+    import numpy as np
+
+    from workbench.core.verify.interpreter_fixes import flush_subnormals
+
+    tiny = np.finfo(np.float32).tiny
+    values = np.array([tiny / 4, -tiny / 4, tiny, 2.0, 0.0], dtype=np.float32)
+    flushed = flush_subnormals(values)
+    assert flushed.tolist() == [0.0, 0.0, float(tiny), 2.0, 0.0]
+    assert np.signbit(flushed[1])  # -subnormal -> -0.0
