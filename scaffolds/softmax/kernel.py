@@ -25,7 +25,7 @@ import triton.language as tl
 MAX_FUSED_BYTES = 65536
 # Short rows are packed until a program moves about this many bytes. H100, 8192 x 1024-2048
 # bf16: as fast as a copy of the same bytes; one row per program was up to 2% slower (softmax,
-# layernorm), 16 KiB per program up to 9% slower.
+# layernorm), 16 KiB per program up to 10% slower.
 PACK_BYTES = 8192
 # Rows wider than that stream in tiles. Big tiles and many warps per program leave fewer
 # programs resident, so each row's second read still finds it in L2 (H100, 1024 x 65536 bf16:
