@@ -4,9 +4,7 @@ import json
 import os
 
 import pytest
-
-from workbench.core.timing import device
-from workbench.core.timing.device import (
+from workbench.core.timing.stats.device import (
     Ceilings,
     CeilingsCacheError,
     ceilings_path,
@@ -15,6 +13,8 @@ from workbench.core.timing.device import (
     read_ceilings,
     write_ceilings,
 )
+
+from workbench.core.timing.stats import device
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -129,9 +129,30 @@ def test_cache_module_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import workbench.core.timing.device, workbench.core.timing.stats, workbench.core.run.session, "
+    code = ("import sys; import workbench.core.timing.stats.device, workbench.core.timing.stats.stats, workbench.core.run.session, "
             "workbench.builtin.benchmarking, workbench.reports; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; print(*bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=os.path.dirname(os.path.dirname(__file__)))
     assert done.returncode == 0, f"the parent side imported {done.stdout} {done.stderr}"
+
+
+def test_the_copy_ceiling_says_which_copy_set_it():
+    from workbench.core.timing.device import describe_ceilings
+
+    text = describe_ceilings(ceilings(copy_method="triton copy BLOCK=8192 num_warps=8"))
+    assert "copy 3010 GB/s by triton copy BLOCK=8192 num_warps=8" in text
+    assert "by" not in describe_ceilings(ceilings()).split(",")[0]  # an older record names no method
+
+
+def test_the_copy_ceiling_is_the_best_of_several_copies():
+    import torch
+
+    from workbench.core.timing.copy_kernels import TRITON_COPY_CONFIGS, copy_methods
+    from workbench.core.timing.device import CopyMeasurement
+
+    labels = [label for label, _ in copy_methods(torch.zeros(4), torch.zeros(4))]
+    assert labels[0] == "torch copy_" and len(labels) == 1 + len(TRITON_COPY_CONFIGS)
+    measured = CopyMeasurement(nbytes=1 << 30, gbps={"torch copy_": 3026.2, "triton copy": 2973.0},
+                               flush_label="L2 flushed")
+    assert measured.best == "torch copy_" and measured.best_gbps == 3026.2

@@ -5,9 +5,7 @@ import statistics
 
 import pytest
 import torch
-
-from workbench.core.events import BenchResult, Timing
-from workbench.core.timing.stats import (
+from workbench.core.timing.stats.stats import (
     BYTES_LOWER_BOUND,
     bench_rows,
     bench_summary,
@@ -21,6 +19,8 @@ from workbench.core.timing.stats import (
     speedup,
     summarize,
 )
+
+from workbench.core.events import BenchResult, Timing
 
 
 def timing(median_ms, q25=None, q75=None, samples=100, method="cuda events per call"):
@@ -128,3 +128,26 @@ def test_bench_rows_put_the_median_on_top_for_diff():
     assert rows[0]["kernel"]["median_ms"] == 0.25 and "type" not in rows[0]
     assert bench_rows([result(5)])[0]["median_ms"] is None
     assert not math.isnan(rows[0]["gbps"])
+
+
+def test_graph_replay_for_short_calls_and_small_footprints():
+    """Per-call events miss the write-back of what a call leaves in L2: calls moving under WRITEBACK_L2S
+    L2s are timed by graph replay, which counts it; larger, longer or unmeasured calls keep per-call events."""
+    from types import SimpleNamespace
+
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.timing.timers import (
+        WRITEBACK_BELOW_MS,
+        WRITEBACK_L2S,
+        graph_reason,
+    )
+
+    config = BenchConfig()
+    h100 = SimpleNamespace(l2_bytes=50 << 20)
+    assert "under 20 µs" in graph_reason(timing(0.015), config, h100, None)
+    small = 64 << 20  # 8192 x 2048 bf16 in and out
+    assert "under 16 L2s" in graph_reason(timing(0.027), config, h100, small)
+    assert graph_reason(timing(0.7), config, h100, WRITEBACK_L2S * h100.l2_bytes) == ""  # a 2 GiB copy
+    assert graph_reason(timing(2 * WRITEBACK_BELOW_MS), config, h100, small) == ""  # write-back is noise
+    assert graph_reason(timing(0.027), config, h100, None) == ""  # bytes unknown
+    assert graph_reason(timing(0.027), config, SimpleNamespace(l2_bytes=None), small) == ""  # L2 unknown

@@ -204,7 +204,8 @@ def timing_change(older: dict[str, Any], newer: dict[str, Any]) -> list[str]:
 # -- benchmark results ---------------------------------------------------------------------
 
 def timing_mark(timing: Timing) -> str:
-    """E: CUDA events around each call; G: CUDA-graph replay (calls under [bench] cuda_graph_below_us)."""
+    """E: CUDA events around each call; G: CUDA-graph replay (calls under [bench] cuda_graph_below_us, or
+    moving under timers.WRITEBACK_L2S L2s of data: the replay counts writing back what they leave in L2)."""
     return "G" if timing.method.startswith("cuda graph") else "E"
 
 

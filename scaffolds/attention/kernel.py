@@ -4,15 +4,26 @@ Flash-attention v2 forward in the style of the Triton fused-attention tutorial: 
 owns BLOCK_M query rows of one (batch, head) and streams K and V in BLOCK_N blocks, keeping an
 online softmax (running max and sum, rescaled as the max grows) so the S x S score matrix
 never reaches memory. Causal masking (query i sees keys j <= i) is a compile-time flag; key
-blocks wholly below the diagonal skip the mask arithmetic.
+blocks wholly below the diagonal skip the mask arithmetic, and the longest query blocks are
+launched first so that the short ones fill the tail.
+Two kernels run that algorithm, picked by what the tensors allow:
+- attention_tma_kernel, fp16/bf16 head_dim 128 q, k, v contiguous as (batch, heads, seq_len,
+  head_dim) on a Hopper GPU: the tensor memory accelerator (TMA) copies K and V blocks into
+  shared memory ahead of use, and out-of-range rows arrive as zeros (H100, 4096 tokens,
+  non-causal: 508 TFLOP/s, 1.45x PyTorch's flash backend; 8% faster than the pointer kernel).
+- attention_kernel, anything else (other head dims, any strides, fp32, any GPU): pointer loads.
 Shapes: q, k, v of one shape (batch, heads, seq_len, head_dim), any seq_len, head_dim in
-{16, 32, 64, 128}, any strides. Forward only (no backward, no logsumexp output).
+{16, 32, 64, 128}. Forward only (no backward, no logsumexp output).
 Dtypes: float16, bfloat16, float32 (tl.dot rounds fp32 to TF32: ~1e-3 relative error).
+Limits: one config per kernel and shape class (each costs a compile of about 1.5-2 s on the
+first call). PyTorch's default backend on an H100 (not the flash one) is faster still: 616
+against 508 TFLOP/s at head_dim 128, 4096 tokens, non-causal.
 """
 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 
 @triton.jit
@@ -62,18 +73,24 @@ def attention_kv_loop(
     return acc, row_sum, row_max
 
 
-# fp16/bf16 tiles for Hopper (H100). 128 x 64 with 8 warps won at head_dim 64 and 128 (4096
-# tokens); 64 x 64 wins on short sequences, where 128-row blocks leave SMs idle; 128 x 64 with
-# 4 warps suits head_dim <= 64 only (at 128 it spills and loses the autotuning). fp32 operands
+def _keep_configs_for_length(configs, named_args, **kwargs):
+    # One config per shape class: each costs a compile on the first call, and the live loop
+    # recompiles on every save.
+    short = named_args["seq_len"] <= 1024
+    kept = [c for c in configs if (c.kwargs["BLOCK_M"] == 64) == short]
+    return kept or configs
+
+
+# Pointer kernel (H100, bf16): 128 x 64 with 8 warps won at head_dim 64 and 128 from 4096 tokens
+# up; 64 x 64 with 4 warps at 1024 tokens, where 128-row blocks leave SMs idle. fp32 operands
 # halve BLOCK_N in the kernel to fit in shared memory.
 @triton.autotune(
     configs=[
         triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_stages=3, num_warps=8),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_stages=4, num_warps=8),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_stages=3, num_warps=4),
         triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_stages=3, num_warps=4),
     ],
     key=["seq_len", "HEAD_DIM", "IS_CAUSAL"],
+    prune_configs_by={"early_config_prune": _keep_configs_for_length},
 )
 @triton.jit
 def attention_kernel(
@@ -142,6 +159,94 @@ def attention_kernel(
              out.to(out_ptr.dtype.element_ty), mask=row_valid)
 
 
+@triton.jit
+def attention_tma_kv_loop(
+    acc, row_sum, row_max, q, k_desc, v_desc, batch_head,
+    offs_m, kv_start, kv_end, seq_len, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
+):
+    # attention_kv_loop with K and V blocks copied by the TMA: (1, BLOCK_N, HEAD_DIM) boxes of the
+    # (batch * heads, seq_len, head_dim) view, zeros past seq_len.
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in range(kv_start, kv_end, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = k_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        qk = tl.dot(q, k.T)
+        if MASKED:
+            cols = start_n + offs_n
+            valid = cols[None, :] < seq_len
+            if IS_CAUSAL:
+                valid = valid & (offs_m[:, None] >= cols[None, :])
+            qk = tl.where(valid, qk * qk_scale, -float("inf"))
+            new_max = tl.maximum(row_max, tl.max(qk, 1))
+            qk = qk - new_max[:, None]
+        else:
+            new_max = tl.maximum(row_max, tl.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - new_max[:, None]
+        p = tl.math.exp2(qk)
+        correction = tl.math.exp2(row_max - new_max)
+        row_sum = row_sum * correction + tl.sum(p, 1)
+        v = v_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
+        row_max = new_max
+    return acc, row_sum, row_max
+
+
+# The TMA kernel's one config (H100, bf16, head_dim 128, 1024 to 16384 tokens): 128 x 128 blocks,
+# 8 warps, K and V 3 blocks ahead (508 TFLOP/s non-causal at 4096 tokens, against 470 for the
+# pointer kernel's best). One config, not a search: each costs a compile of about 1.5-2 s on
+# the first call, and the live loop recompiles on every save.
+TMA_BLOCK_M, TMA_BLOCK_N, TMA_NUM_STAGES, TMA_NUM_WARPS = 128, 128, 3, 8
+
+
+@triton.jit
+def attention_tma_kernel(
+    q_desc, k_desc, v_desc, out_desc,
+    seq_len, sm_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    IS_CAUSAL: tl.constexpr,
+):
+    tl.static_assert(BLOCK_M % BLOCK_N == 0, "the causal split needs the K/V block to divide BLOCK_M")
+    start_m = tl.program_id(0)
+    if IS_CAUSAL:
+        start_m = tl.num_programs(0) - 1 - start_m
+    batch_head = tl.program_id(1)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    q = q_desc.load([batch_head, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+    row_max = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e)
+    if IS_CAUSAL:
+        unmasked_end = start_m * BLOCK_M
+        masked_end = tl.minimum((start_m + 1) * BLOCK_M, seq_len)
+    else:
+        unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
+        masked_end = seq_len
+    acc, row_sum, row_max = attention_tma_kv_loop(
+        acc, row_sum, row_max, q, k_desc, v_desc, batch_head,
+        offs_m, 0, unmasked_end, seq_len, qk_scale,
+        HEAD_DIM, BLOCK_N, False, IS_CAUSAL,
+    )
+    acc, row_sum, row_max = attention_tma_kv_loop(
+        acc, row_sum, row_max, q, k_desc, v_desc, batch_head,
+        offs_m, unmasked_end, masked_end, seq_len, qk_scale,
+        HEAD_DIM, BLOCK_N, True, IS_CAUSAL,
+    )
+    out = acc / row_sum[:, None]
+    # The TMA store drops the rows past seq_len.
+    out_desc.store([batch_head, start_m * BLOCK_M, 0], out.to(out_desc.dtype).reshape(1, BLOCK_M, HEAD_DIM))
+
+
+def _tma_usable(q, k, v):
+    # head_dim 64 stays with the pointer kernel: there it was 3-5% faster than the TMA kernel.
+    if q.dtype not in (torch.float16, torch.bfloat16) or q.shape[-1] != 128:
+        return False
+    if q.is_cuda and torch.cuda.get_device_capability(q.device)[0] < 9:
+        return False  # the TMA arrived with Hopper
+    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
     """softmax(q @ k^T / sqrt(head_dim)) @ v for (batch, heads, seq_len, head_dim) tensors."""
     if q.dim() != 4:
@@ -163,6 +268,18 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if out.numel() == 0:
         return out
     grid = lambda meta: (triton.cdiv(seq_len, meta["BLOCK_M"]), batch * heads)
+    if _tma_usable(q, k, v):
+        # A descriptor says which tensor, and the box each TMA copy moves: (1, rows, head_dim) of
+        # the (batch * heads, seq_len, head_dim) view, so no copy crosses into the next head.
+        q_desc, k_desc, v_desc, out_desc = (
+            TensorDescriptor.from_tensor(t.view(batch * heads, seq_len, head_dim), [1, rows, head_dim])
+            for t, rows in ((q, TMA_BLOCK_M), (k, TMA_BLOCK_N), (v, TMA_BLOCK_N), (out, TMA_BLOCK_M)))
+        attention_tma_kernel[(triton.cdiv(seq_len, TMA_BLOCK_M), batch * heads)](
+            q_desc, k_desc, v_desc, out_desc, seq_len, head_dim ** -0.5,
+            HEAD_DIM=head_dim, BLOCK_M=TMA_BLOCK_M, BLOCK_N=TMA_BLOCK_N, IS_CAUSAL=bool(causal),
+            num_stages=TMA_NUM_STAGES, num_warps=TMA_NUM_WARPS,
+        )
+        return out
     attention_kernel[grid](
         q, k, v, out,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
@@ -205,13 +322,14 @@ CASES = [
     {"batch": 1, "heads": 1, "seq_len": 77, "head_dim": 128, "causal": True, "dtype": torch.bfloat16},
     {"batch": 1, "heads": 1, "seq_len": 100, "head_dim": 16, "causal": False, "dtype": torch.float16},
     {"batch": 1, "heads": 1, "seq_len": 97, "head_dim": 32, "causal": True, "dtype": torch.float32},
-    # Benchmark: LLM prefill shapes, bf16, causal and not, at 1k to 4k tokens.
+    # Benchmark: LLM prefill shapes, bf16, causal and not, at 1k to 16k tokens.
     {"purpose": "bench", "batch": 4, "heads": 32, "seq_len": 1024, "head_dim": 128, "causal": True},
     {"purpose": "bench", "batch": 4, "heads": 32, "seq_len": 2048, "head_dim": 128, "causal": True},
     {"purpose": "bench", "batch": 4, "heads": 32, "seq_len": 4096, "head_dim": 128, "causal": True},
     {"purpose": "bench", "batch": 4, "heads": 32, "seq_len": 4096, "head_dim": 128, "causal": False},
     {"purpose": "bench", "batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 64, "causal": True},
     {"purpose": "bench", "batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 64, "causal": False},
+    {"purpose": "bench", "batch": 1, "heads": 32, "seq_len": 16384, "head_dim": 128, "causal": True},
 ]
 
 

@@ -233,7 +233,7 @@ class CaseBencher:
         def kernel_call() -> Any:
             return self.km.kernel_fn(*inputs)
 
-        measured = measure(kernel_call, self.config, self.flusher, self.watch, "kernel")
+        measured = measure(kernel_call, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
         result.kernel, result.notes = measured.timing, result.notes + measured.notes
         state = gpu_state(device_uuid())
         result.sm_clock_mhz, result.temperature_c = state.sm_clock_mhz, state.temperature_c
@@ -289,7 +289,8 @@ class CaseBencher:
             result.compiled_note = note
             return
         try:
-            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile")
+            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile",
+                            result.bytes_moved)
         except Exception as exc:  # noqa: BLE001
             if is_cuda_fatal(exc):
                 raise
@@ -302,7 +303,7 @@ class CaseBencher:
         try:
             self.km.reference_fn(*inputs)  # its first call in the inputs' own dtype: warm it outside the timing
             reference = measure(lambda: self.km.reference_fn(*inputs), self.config, self.flusher, self.watch,
-                                "reference")
+                                "reference", result.bytes_moved)
             result.reference = reference.timing
             result.notes += reference.notes
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure

@@ -1,9 +1,13 @@
 """GPU facts and measured ceilings (copy GB/s, bf16 matmul TFLOP/s), cached per GPU.
 
 A fraction of the roofline is only honest against what this GPU does, not its
-datasheet: the ceilings are measured once (a large device-to-device copy, a large
-bf16 matrix product on random data), cached as JSON per GPU name with the date and
-the versions that measured them, and re-measured on request (`workbench doctor --measure`).
+datasheet: the ceilings are measured once (the best of several streaming copies of a
+buffer far past the L2, a large bf16 matrix product on random data), cached as JSON per
+GPU name with the date, the versions and the copy that won, and re-measured on request
+(`workbench doctor --measure`). A kernel reported above the copy ceiling beyond noise means
+the ceiling or the timing is wrong, not that the kernel is fast: the ceiling is the best of
+several copies, timed as kernels of its size are, and kernels moving only a few L2s of data
+are timed with the write-back they leave in L2 (timers.py).
 
     $WORKBENCH_CACHE_DIR/ceilings/<gpu-name-slug>.json   (default ~/.cache/kernel-workbench)
 
@@ -27,8 +31,9 @@ from ..events import DeviceFacts
 from ..fsutil import atomic_write_text
 
 CACHE_ENV = "WORKBENCH_CACHE_DIR"
-CEILINGS_VERSION = 1
+CEILINGS_VERSION = 2  # 2: the copy ceiling is the best of several copies (1: torch's copy alone)
 COPY_BYTES = 1 << 30  # 1 GiB each way: far past any L2, so the copy runs at DRAM speed
+COPY_REP_MS = 300.0  # GPU time per copy method: several methods share the measuring budget
 MATMUL_SIZE = 8192  # 8192³ bf16: about 1.1 TFLOP, long enough to reach the tensor cores' steady rate
 
 
@@ -42,6 +47,7 @@ class Ceilings:
     triton_version: str = ""
     driver: str = ""
     method: str = ""
+    copy_method: str = ""  # the copy that set copy_gbps, e.g. "triton copy BLOCK=8192 num_warps=8"
     version: int = CEILINGS_VERSION
 
 
@@ -101,7 +107,8 @@ def write_ceilings(ceilings: Ceilings) -> Path:
 
 
 def describe_ceilings(ceilings: Ceilings) -> str:
-    return (f"copy {ceilings.copy_gbps:.0f} GB/s, bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s "
+    by = f" by {ceilings.copy_method}" if ceilings.copy_method else ""
+    return (f"copy {ceilings.copy_gbps:.0f} GB/s{by}, bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s "
             f"(measured {ceilings.measured_at[:10]}, torch {ceilings.torch_version}, driver {ceilings.driver or '?'})")
 
 
@@ -217,36 +224,69 @@ def gather_facts(ceilings: Ceilings | None) -> DeviceFacts:
 # -- measuring the ceilings (worker) -----------------------------------------------------
 
 def measure_ceilings(config: Any) -> Ceilings:
-    """Time a 1 GiB device-to-device copy and an 8192³ bf16 matmul on random data; medians of many runs."""
+    """The best of several 1 GiB streaming copies and an 8192³ bf16 matmul on random data; medians of many runs."""
     import torch
     import triton
 
-    copy_bytes, copy = _time_copy(config)
+    copy = _time_copies(config)
     matmul = _time_matmul(config)
     torch.cuda.empty_cache()
     state = gpu_state(device_uuid())
     n = MATMUL_SIZE
     return Ceilings(
         gpu=torch.cuda.get_device_name(),
-        copy_gbps=round(2 * copy_bytes / (copy.median_ms * 1e-3) / 1e9, 1),
+        copy_gbps=round(copy.best_gbps, 1),
         matmul_tflops=round(2 * n ** 3 / (matmul.median_ms * 1e-3) / 1e12, 1),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         torch_version=torch.__version__, triton_version=triton.__version__, driver=state.driver,
-        method=(f"median of {copy.samples} copies of {copy_bytes >> 20} MiB (bytes read + written) and "
-                f"{matmul.samples} bf16 torch.mm of {n}x{n}x{n} on random data, CUDA events"))
+        method=(f"copy: the best of {len(copy.gbps)} copies of {copy.nbytes >> 20} MiB (bytes read + written), "
+                f"each the median of its series, CUDA events, {copy.flush_label}: "
+                + ", ".join(f"{label} {gbps:.0f} GB/s" for label, gbps in copy.gbps.items())
+                + f"; matmul: median of {matmul.samples} bf16 torch.mm of {n}x{n}x{n} on random data, CUDA events"),
+        copy_method=copy.best)
 
 
-def _time_copy(config: Any) -> tuple[int, Any]:
+@dataclass
+class CopyMeasurement:
+    nbytes: int  # each way
+    gbps: dict[str, float]  # method -> bytes read + written per second at its median, in GB/s
+    flush_label: str
+
+    @property
+    def best(self) -> str:
+        return max(self.gbps, key=self.gbps.__getitem__)
+
+    @property
+    def best_gbps(self) -> float:
+        return self.gbps[self.best]
+
+
+def _time_copies(config: Any) -> CopyMeasurement:
+    """Every copy method of copy_kernels, timed as kernels of this size are (per-call events, L2 flushed
+    before each: 2 GiB moved is past timers.WRITEBACK_L2S L2s, where the write-back left in L2 is noise)."""
+    import dataclasses
+
     import torch
 
+    from .copy_kernels import copy_methods
     from .stats import summarize
-    from .timers import time_with_events
+    from .timers import L2Flusher, time_with_events
 
     free, _ = torch.cuda.mem_get_info()
-    copy_bytes = min(COPY_BYTES, free // 4)
-    src = torch.randint(-128, 127, (copy_bytes,), dtype=torch.int8, device="cuda")
+    copy_bytes = min(COPY_BYTES, free // 4) // 16 * 16
+    src = torch.randint(-2 ** 31, 2 ** 31 - 1, (copy_bytes // 4,), dtype=torch.int32, device="cuda")
     dst = torch.empty_like(src)
-    return copy_bytes, summarize(time_with_events(lambda: dst.copy_(src), config), "cuda events")
+    l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0))
+    flusher = L2Flusher(l2_bytes or None)
+    series = dataclasses.replace(config, rep_ms=min(config.rep_ms, COPY_REP_MS))
+    gbps = {}
+    for label, call in copy_methods(src, dst):
+        call()  # compiles outside the timing
+        torch.cuda.synchronize()
+        timing = summarize(time_with_events(call, series, flusher), "cuda events")
+        gbps[label] = 2 * copy_bytes / (timing.median_ms * 1e-3) / 1e9
+    del src, dst, flusher
+    return CopyMeasurement(nbytes=copy_bytes, gbps=gbps, flush_label="L2 flushed (read) before each copy")
 
 
 def _time_matmul(config: Any) -> Any:
@@ -279,7 +319,7 @@ def load_or_measure(config: Any, force: bool = False, on_measure: Any = None) ->
     ceilings = measure_ceilings(config)
     try:
         path = write_ceilings(ceilings)
-        notes.append(f"ceilings measured and cached in {path}")
+        notes.append(f"ceilings measured and cached in {path}; copy ceiling set by {ceilings.copy_method}")
     except OSError as exc:
         notes.append(f"ceilings measured but not cached ({exc}); set {CACHE_ENV} to a writable folder")
     return ceilings, notes
