@@ -14,6 +14,7 @@ from .core.events import (
     DeviceFacts,
     LogLine,
     Problem,
+    Requeued,
     Timing,
 )
 from .core.run.session import RunOutcome
@@ -62,14 +63,16 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     lines = [f"{project.name}  {relpath(str(project.kernel_path))}", f"  {mode_line(outcome)}"]
     rows = outcome.case_results()
     if rows:
-        header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm")
+        on_gpus = any(r.gpu for r in rows)  # which GPU ran each case, when the run placed them
+        header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm") + \
+            (("gpu",) if on_gpus else ())
         table = [header]
         for r in rows:
             if r.config and r.status == "passed" and not verbose:
                 continue  # every forced config that passed is summarised below
             table.append((str(r.case_index), r.label, r.dtype or "-", _short_config(r.config),
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
-                          fmt_err(r.rel_norm_err)))
+                          fmt_err(r.rel_norm_err)) + ((r.gpu or "-",) if on_gpus else ()))
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -85,6 +88,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
         elif any("nondeterministic" in n for n in r.notes):
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
+    lines += requeued_lines(outcome)
     for p in problems(outcome):
         if p.kind in ("crash", "timeout") and p.case_index is not None:
             continue  # told in the case's own failure details
@@ -98,6 +102,15 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines += ["", "  worker output (last lines):"] + ["    " + t for t in logs[-12:]]
     lines += ["", f"  {summary_line(outcome)}"]
     return "\n".join(lines)
+
+
+def requeued_lines(outcome: RunOutcome) -> list[str]:
+    """One line per worker whose GPU or machine was lost: why, and which cases ran again elsewhere."""
+    lines = []
+    for r in outcome.of_type(Requeued):
+        again = f"cases {', '.join(map(str, r.cases))} re-run elsewhere" if r.cases else "its work re-run elsewhere"
+        lines.append(f"  re-queued: {r.reason}; {again} (each result recorded once)")
+    return [""] + lines if lines else []
 
 
 def source_excerpt(file: str, line: int, around: int = 1) -> list[str]:
@@ -170,6 +183,8 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
             name = f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
             case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=name,
                                  time=f"{r.duration_s:.3f}")
+            if r.gpu:
+                ET.SubElement(ET.SubElement(case, "properties"), "property", name="gpu", value=r.gpu)
             if r.status in ("failed", "error"):
                 tag = "failure" if r.status == "failed" else "error"
                 el = ET.SubElement(case, tag, message="; ".join(r.messages)[:500] or r.status)
@@ -241,8 +256,10 @@ def device_lines(facts: DeviceFacts) -> list[str]:
 
 def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
     with_flops = any(r.flops for r in results)
+    on_gpus = any(r.gpu for r in results)
     header = ("case", "inputs", "kernel", "IQR", "n", "reference", "torch.compile", "vs ref", "vs compile",
-              "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ())
+              "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ()) \
+        + (("gpu",) if on_gpus else ())
     rows = [header]
     for r in results:
         k = r.kernel
@@ -256,6 +273,8 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
         if verbose:
             row += (str(r.sm_clock_mhz) if r.sm_clock_mhz is not None else "-",
                     str(r.temperature_c) if r.temperature_c is not None else "-")
+        if on_gpus:
+            row += (r.gpu or "-",)
         rows.append(row)
     return text_table(rows)
 

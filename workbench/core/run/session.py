@@ -17,6 +17,7 @@ from ..events import (
     DeviceFacts,
     Event,
     Problem,
+    Requeued,
     RunFinished,
     RunStarted,
     Tally,
@@ -79,6 +80,7 @@ class RunOutcome:
                        "errors": self.tally.errors, "skipped": self.tally.skipped},
             "cases": [_plain(r) for r in self.case_results()],
             "problems": [_plain(p) for p in self.of_type(Problem)],
+            "requeued": [_plain(r) for r in self.of_type(Requeued)],
             "duration_s": self.finished.duration_s if self.finished else None,
             **self._bench_fields(),
         }
