@@ -137,3 +137,29 @@ def test_a_lost_worker_s_cases_are_re_queued_and_recorded_once(make_project):
     from workbench.reports import format_outcome
 
     assert "re-queued: GPU 0 fell off the bus; cases 1, 2 re-run elsewhere" in format_outcome(outcome)
+
+
+def test_benchmarks_on_several_kinds_of_gpu_are_shown_side_by_side(tmp_path):
+    from workbench.core.events import BenchResult, DeviceFacts, Timing
+    from workbench.core.project.folder import Project
+    from workbench.core.run.session import RunOutcome
+    from workbench.reports import format_bench
+
+    (tmp_path / "kernel.py").write_text(kernels.GOOD)
+    outcome = RunOutcome(project=Project.open(tmp_path), source_hash="x", stages=["bench"])
+
+    def timed(ms):
+        return Timing(median_ms=ms, q25_ms=ms, q75_ms=ms, min_ms=ms, samples=100, method="cuda events, L2 flushed")
+
+    outcome.events += [
+        DeviceFacts(name="NVIDIA H100 80GB HBM3", gpu="10.0.0.1/0 H100", copy_gbps=2900.0),
+        DeviceFacts(name="NVIDIA A100-SXM4-80GB", gpu="10.0.0.2/0 A100", copy_gbps=1700.0),
+        BenchResult(case_index=3, label="n=1048576", kernel=timed(0.0041), bandwidth_fraction=0.71, gpu="10.0.0.1/0 H100"),
+        BenchResult(case_index=3, label="n=1048576", kernel=timed(0.0066), bandwidth_fraction=0.75, gpu="10.0.0.2/0 A100"),
+    ]
+    text = format_bench(outcome)
+    assert "per GPU kind" in text
+    header = next(line for line in text.splitlines() if "% ceiling" in line)
+    assert header.index("NVIDIA A100-SXM4-80GB") < header.index("NVIDIA H100 80GB HBM3")
+    row = next(line for line in text.splitlines() if line.strip().startswith("3") and "75%" in line)
+    assert "71%" in row and "[10.0.0.2/0 A100]" in text

@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,29 +25,52 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """ray://127.0.0.1:PORT of a head node with 2 fake GPUs; stopped by its own process id, not `ray stop`."""
-    client_port = free_port()
-    temp = Path(f"/tmp/wbray-{os.getpid()}")  # short: Ray's socket paths have a length limit
-    head = subprocess.Popen(
-        [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus", "4", "--num-gpus", "2",
-         "--port", str(free_port()), "--ray-client-server-port", str(client_port), "--include-dashboard", "false",
-         "--disable-usage-stats", "--object-store-memory", str(80 * 1024 * 1024), "--temp-dir", str(temp)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+def start(args, ready) -> subprocess.Popen:
+    """`ray start ... --block` in a process group of its own; waits until `ready()`."""
+    process = subprocess.Popen([str(BIN / "ray"), "start", "--block", "--disable-usage-stats", *args],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 90
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", client_port), timeout=1).close()
-            break
-        except OSError:
-            if head.poll() is not None or time.monotonic() > deadline:
-                head.kill()
-                pytest.fail("the Ray head did not start: " + head.stderr.read().decode()[-2000:])
-            time.sleep(0.3)
+    while not ready():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(process)
+            pytest.fail("a Ray node did not start: " + process.stderr.read().decode()[-2000:])
+        time.sleep(0.3)
+    return process
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGKILL the node's own process group (never `ray stop`, which stops every Ray of this user)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """ray://127.0.0.1:PORT of two nodes on this machine with fake GPUs: a head with two of kind FAKE_A, a
+    second node with one of kind FAKE_B. The workers see no GPU and run the interpreter."""
+    client_port, gcs_port = free_port(), free_port()
+    temp = Path(f"/tmp/wbray-{os.getpid()}")  # short: Ray's socket paths have a length limit
+    head = start(["--head", "--num-cpus", "4", "--num-gpus", "2", "--resources", '{"accelerator_type:FAKE_A": 2}',
+                  "--port", str(gcs_port), "--ray-client-server-port", str(client_port), "--include-dashboard",
+                  "false", "--object-store-memory", str(80 * 1024 * 1024), "--temp-dir", str(temp)],
+                 lambda: answers(client_port))
+    second = start(["--address", f"127.0.0.1:{gcs_port}", "--num-cpus", "2", "--num-gpus", "1", "--resources",
+                    '{"accelerator_type:FAKE_B": 1}', "--object-store-memory", str(80 * 1024 * 1024)],
+                   lambda: True)
     yield f"ray://127.0.0.1:{client_port}"
-    os.killpg(head.pid, signal.SIGKILL)  # its group: the head's processes; its workers exit with the raylet
-    head.wait()
+    stop(second)
+    stop(head)  # its workers exit with the raylet
     shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -74,8 +98,9 @@ def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
     tuned = [c for c in record["cases"] if not c["config"]]
     assert [c["case_index"] for c in tuned] == [0, 1, 2]
     assert any(c["status"] == "failed" and c["pattern"] for c in tuned)  # the error map came back whole
-    # Shards over both GPUs of the cluster, each result naming "node/gpu".
-    assert {c["gpu"].rsplit("/", 1)[1] for c in tuned} == {"0", "1"}
+    # Shards over the GPUs of the cluster, each result naming "node/gpu kind".
+    assert all(re.fullmatch(r"\S+/[01] FAKE_[AB]", c["gpu"]) for c in tuned), tuned
+    assert len({c["gpu"] for c in tuned}) >= 2
 
 
 def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, make_project):
@@ -104,3 +129,33 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
     assert tuned == [(0, "passed"), (1, "passed"), (2, "passed")]
     keys = [(r.case_index, r.config) for r in outcome.of_type(CaseResult)]
     assert len(keys) == len(set(keys)) and outcome.exit_code == 0
+
+
+def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
+    from workbench.core.events import CaseResult, RunFinished
+    from workbench.core.project.folder import Project
+    from workbench.core.run.session import run_project
+    from workbench_ray.matrix import make_matrix_runner
+    from workbench_ray.runner import cluster_gpus
+
+    runner = make_matrix_runner(cluster)
+    try:
+        deadline = time.monotonic() + 60
+        while cluster_gpus() != {"FAKE_A": 2, "FAKE_B": 1}:  # the second node may still be joining
+            assert time.monotonic() < deadline, cluster_gpus()
+            time.sleep(0.5)
+        runner.close()
+        runner = make_matrix_runner(cluster)
+        assert runner.kinds == ["FAKE_A", "FAKE_B"]
+        events = []
+        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], events.append)
+    finally:
+        runner.close()
+    tuned = sorted((r.case_index, r.gpu.split()[-1]) for r in outcome.of_type(CaseResult) if not r.config)
+    assert tuned == [(i, kind) for i in range(3) for kind in ("FAKE_A", "FAKE_B")]
+    assert sum(isinstance(e, RunFinished) for e in events) == 1 and outcome.finished.passed == 18
+
+
+def test_per_gpu_kind_needs_a_cluster(make_project):
+    done = workbench("bench", make_project(kernels.GOOD), "--per-gpu-kind", timeout=30)
+    assert done.returncode == 2 and "--per-gpu-kind needs --cluster" in done.stderr

@@ -245,7 +245,8 @@ def device_lines(facts: DeviceFacts) -> list[str]:
         f"SM {facts.sm_clock_mhz} MHz" if facts.sm_clock_mhz is not None else "",
         f"memory {facts.mem_clock_mhz} MHz" if facts.mem_clock_mhz is not None else "",
         f"{facts.temperature_c} °C" if facts.temperature_c is not None else "") if part)
-    lines = [f"  GPU {facts.name}" + (f" | {state} before timing" if state else "") +
+    which = f" [{facts.gpu}]" if facts.gpu else ""
+    lines = [f"  GPU {facts.name}{which}" + (f" | {state} before timing" if state else "") +
              f" | driver {facts.driver or '?'} | torch {facts.torch_version}, triton {facts.triton_version}"]
     if facts.copy_gbps:
         lines.append(f"  ceilings of this GPU: copy {format_rate(facts.copy_gbps, 'GB/s')}, bf16 matmul "
@@ -307,6 +308,32 @@ def autotune_lines(reports: list[AutotuneReport]) -> list[str]:
     return lines
 
 
+def kinds_table(results: list[BenchResult], facts: list[DeviceFacts]) -> list[str]:
+    """Benchmarks of one project on several kinds of GPU, side by side: per case and kind, the kernel's
+    time and its fraction of that GPU's own measured ceiling (copy, or matmul when it is the larger).
+    [] unless the results come from more than one kind."""
+    kind_of = {f.gpu: f.name for f in facts if f.gpu}
+    kinds = sorted({kind_of[r.gpu] for r in results if r.gpu in kind_of})
+    if len(kinds) < 2:
+        return []
+    cells: dict[tuple[int, str], BenchResult] = {}
+    labels: dict[int, str] = {}
+    for r in results:
+        if r.gpu in kind_of:
+            cells.setdefault((r.case_index, kind_of[r.gpu]), r)
+            labels.setdefault(r.case_index, r.label)
+    header = ("case", "inputs") + tuple(cell for kind in kinds for cell in (kind, "% ceiling"))
+    rows = [header]
+    for case in sorted(labels):
+        row = (str(case), labels[case])
+        for kind in kinds:
+            r = cells.get((case, kind))
+            fractions = [f for f in (r.bandwidth_fraction, r.compute_fraction) if f is not None] if r else []
+            row += (fmt_timing(r.kernel) if r else "-", fmt_fraction(max(fractions)) if fractions else "-")
+        rows.append(row)
+    return ["  per GPU kind (each % is of that GPU's own measured ceilings):"] + text_table(rows)
+
+
 def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
     """The readable report of one project's benchmark: the sweep table, methods, autotuning, notes."""
     results: list[BenchResult] = outcome.of_type(BenchResult)
@@ -316,8 +343,11 @@ def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
             return f"{outcome.project.name}: not benchmarked: verification failed (a failing kernel is never timed)"
         return ""
     lines = [f"{outcome.project.name}  benchmark"]
-    if facts is not None:
-        lines += device_lines(facts)
+    for each in outcome.of_type(DeviceFacts):  # several when the run spanned GPUs (--per-gpu-kind)
+        lines += device_lines(each)
+    kinds = kinds_table(results, outcome.of_type(DeviceFacts))
+    if kinds:
+        lines += [""] + kinds
     if results:
         lines += [""] + bench_table(results, verbose) + [""] + method_lines(results)
     timed = {r.case_index for r in results}

@@ -181,6 +181,7 @@ class DeviceFacts(Event):
     ceilings_measured_at: str = ""
     l2_bytes: int | None = None
     notes: list[str] = field(default_factory=list)  # e.g. where the ceilings came from
+    gpu: str = ""  # GpuSlot.id of the GPU described, as on the BenchResults timed on it
 
 
 @dataclass

@@ -158,8 +158,9 @@ class RayWorker(WorkerProcess):
         try:
             self.where = ray.get(self.actor.where.remote())
             gpu = (self.where.get("gpu_ids") or ["?"])[0]
-            self.placed = GpuSlot(id=f"{self.where.get('node_ip') or '?'}/{gpu}",
-                                  name=self.where.get("accelerator_type") or "GPU")
+            kind = self.where.get("accelerator_type") or ""
+            self.placed = GpuSlot(id=f"{self.where.get('node_ip') or '?'}/{gpu}" + (f" {kind}" if kind else ""),
+                                  name=kind or "GPU")
             while True:
                 for kind, text in ray.get(self.actor.poll.remote(POLL_WAIT_S)):
                     if kind == "exit":

@@ -531,7 +531,7 @@ def stamp_gpu(relay: OnEvent, gpu: str) -> OnEvent:
     """`relay`, writing the GPU that ran each result into it."""
 
     def stamped(event: Event) -> None:
-        if isinstance(event, (CaseResult, BenchResult)) and not event.gpu:
+        if isinstance(event, (CaseResult, BenchResult, DeviceFacts)) and not event.gpu:
             event = replace(event, gpu=gpu)
         relay(event)
 
