@@ -84,19 +84,22 @@ def two_gpus(monkeypatch):
 
 def test_verify_spreads_projects_over_gpus_and_reports_say_where(cli, make_project, two_gpus, tmp_path):
     first, second = make_project(kernels.GOOD, name="first"), make_project(kernels.GOOD, name="second")
-    junit = tmp_path / "junit.xml"
-    code, out, err = cli("verify", first, second, "--gpus", "0,1", "--junit", junit)
-    assert code == 0, out + err
-    assert out.index("first") < out.index("second")  # in the order asked, whichever lane finished first
-    assert "gpu" in out.splitlines()[2]  # the table's header has the column
-    props = [p.get("value") for p in ET.parse(junit).iter("property") if p.get("name") == "gpu"]
-    assert props and set(props) <= {"0", "1"}
-
     code, out, err = cli("verify", first, second, "--json")
+    assert code == 0, out + err
     records = json.loads(out)["projects"]
-    assert [r["project"] for r in records] == ["first", "second"]
+    assert [r["project"] for r in records] == ["first", "second"]  # in the order asked, whichever finished first
     # Two projects, two GPUs: a lane each, so each project's cases ran on one GPU.
     assert sorted({c["gpu"] for c in r["cases"]}.pop() for r in records) == ["0", "1"]
+
+    # One project: its shards over both GPUs, and the table says which ran each case.
+    junit = tmp_path / "junit.xml"
+    code, out, err = cli("verify", first, "--gpus", "0,1", "--junit", junit)
+    assert code == 0, out + err
+    header = out.splitlines()[2].split()
+    assert header[0] == "case" and header[-1] == "gpu"
+    assert {line.split()[-1] for line in out.splitlines()[3:] if "(tuned)" in line} == {"0", "1"}
+    props = [p.get("value") for p in ET.parse(junit).iter("property") if p.get("name") == "gpu"]
+    assert sorted(set(props)) == ["0", "1"]
 
 
 def test_gpus_that_are_not_there_exit_2_naming_those_that_are(cli, make_project, two_gpus):

@@ -43,6 +43,11 @@ def relpath(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
+def gpus_used(results: list[Any]) -> list[str]:
+    """The GPUs (GpuSlot ids) that produced these results, in order."""
+    return sorted({r.gpu for r in results if r.gpu})
+
+
 def mode_line(outcome: RunOutcome) -> str:
     ready = outcome.ready
     if ready is None:
@@ -50,7 +55,9 @@ def mode_line(outcome: RunOutcome) -> str:
     if ready.mode == "interpreter":
         return (f"CPU — Triton interpreter ({ready.reason}); results are correctness only, never timings "
                 f"| torch {ready.torch_version}, triton {ready.triton_version}")
-    return f"GPU {ready.device_name} | torch {ready.torch_version}, triton {ready.triton_version}"
+    used = gpus_used(outcome.of_type(CaseResult))
+    where = f" | on GPU {used[0]}" if len(used) == 1 else f" | on GPUs {', '.join(used)}" if used else ""
+    return f"GPU {ready.device_name} | torch {ready.torch_version}, triton {ready.triton_version}{where}"
 
 
 def problems(outcome: RunOutcome) -> list[Problem]:
@@ -63,7 +70,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     lines = [f"{project.name}  {relpath(str(project.kernel_path))}", f"  {mode_line(outcome)}"]
     rows = outcome.case_results()
     if rows:
-        on_gpus = any(r.gpu for r in rows)  # which GPU ran each case, when the run placed them
+        on_gpus = len(gpus_used(rows)) > 1  # which GPU ran each case, when there was more than one
         header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm") + \
             (("gpu",) if on_gpus else ())
         table = [header]
@@ -257,7 +264,7 @@ def device_lines(facts: DeviceFacts) -> list[str]:
 
 def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
     with_flops = any(r.flops for r in results)
-    on_gpus = any(r.gpu for r in results)
+    on_gpus = len(gpus_used(results)) > 1
     header = ("case", "inputs", "kernel", "IQR", "n", "reference", "torch.compile", "vs ref", "vs compile",
               "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ()) \
         + (("gpu",) if on_gpus else ())
