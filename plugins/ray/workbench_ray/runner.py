@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from workbench.commands import EXIT_ENVIRONMENT, CommandError
-from workbench.core.events import LogLine, event_from_json
+from workbench.core.events import LogLine, Problem, event_from_json
 from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
 
@@ -143,9 +143,17 @@ class RayWorker(WorkerProcess):
         self.proc = RemoteProcess()  # type: ignore[assignment]
         self._killed = False
         self._paths: tuple[str, str] | None = None  # (the kernel's path on the node, here)
-        self.actor = _host_class().options(num_gpus=1, max_restarts=0, max_task_retries=0,
-                                                    **actor_options).remote(interpret, env)
         self._log_thread = threading.Thread(target=self._pump, daemon=True)
+        try:
+            self.actor = _host_class().options(num_gpus=1, max_restarts=0, max_task_retries=0,
+                                                **actor_options).remote(interpret, env)
+        except Exception as exc:  # noqa: BLE001 - the cluster went away: wait_ready reports it (exit 3)
+            self.actor = None
+            self.queue.put(("event", Problem(kind="environment", message=f"no Ray worker could be started: "
+                                                                         f"{type(exc).__name__}: {exc}")))
+            self.proc.finish(3)
+            self.queue.put(("eof", None))
+            return
         self._log_thread.start()
 
     @property
@@ -197,7 +205,7 @@ class RayWorker(WorkerProcess):
     def kill(self, wait: bool = True) -> None:
         import ray
 
-        if self.proc.returncode is None:
+        if self.proc.returncode is None and self.actor is not None:
             self._killed = True
             try:
                 ray.kill(self.actor, no_restart=True)
@@ -207,7 +215,19 @@ class RayWorker(WorkerProcess):
             self.wait_exit()
 
     def wait_exit(self, timeout: float = 5.0) -> None:
-        self._log_thread.join(timeout)
+        if self._log_thread.ident is not None:  # started: not when the actor never was
+            self._log_thread.join(timeout)
+
+    def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
+        self.wait_exit(timeout)
+        lines = []
+        while True:
+            try:
+                _, payload = self.queue.get_nowait()
+            except queue.Empty:
+                return lines
+            if isinstance(payload, LogLine):
+                lines.append(payload)
 
     def close_unused(self) -> None:
         self.kill(wait=False)
