@@ -166,3 +166,22 @@ def test_benchmarks_on_several_kinds_of_gpu_are_shown_side_by_side(tmp_path):
     assert header.index("NVIDIA A100-SXM4-80GB") < header.index("NVIDIA H100 80GB HBM3")
     row = next(line for line in text.splitlines() if line.strip().startswith("3") and "75%" in line)
     assert "71%" in row and "[10.0.0.2/0 A100]" in text
+
+
+def test_no_spare_starts_on_the_gpus_while_a_benchmark_is_timed(make_project):
+    """A warm runner refills its spares when it takes a worker, except the one that will benchmark:
+    on placed GPUs that spare starts after the run, not beside the timing."""
+    from workbench.core.run.runner import Runner
+
+    runner = Runner(parallel=1, gpus=FAKE[:1], keep_warm=True)
+    started = []
+    new_worker = runner._new_worker
+    runner._new_worker = lambda gpu=None: started.append(gpu) or new_worker(gpu)
+    try:
+        worker = runner._take_worker(FAKE[0], timed=True)
+        assert started == [FAKE[0]]  # the worker itself, no spare beside it
+        runner._release(worker)
+        runner._take_worker(FAKE[0])
+        assert started == [FAKE[0], FAKE[0], FAKE[0]]  # untimed work: its replacement starts at once
+    finally:
+        runner.close()

@@ -271,14 +271,16 @@ class Runner:
             for gpu, count in missing.items():
                 self._spares += [self._new_worker(gpu) for _ in range(count)]
 
-    def _take_worker(self, gpu: GpuSlot | None = None) -> WorkerProcess:
+    def _take_worker(self, gpu: GpuSlot | None = None, timed: bool = False) -> WorkerProcess:
+        """A warm spare on `gpu` (else a new worker). `timed`: it will benchmark; on placed GPUs its
+        replacement starts after the run, not beside the timing (a warming worker launches on its GPU)."""
         with self._lock:
             alive = [w for w in self._spares if w.proc.poll() is None]
             worker = next((w for w in alive if getattr(w, "gpu", None) == gpu), None)
             self._spares = [w for w in alive if w is not worker]
         if worker is None:
             worker = self._new_worker(gpu)
-        if self.keep_warm:
+        if self.keep_warm and not (timed and self.gpus):
             self.prewarm()  # now: a spare needs seconds to warm, and the next save may come soon
         with self._lock:
             self._active.add(worker)
@@ -350,6 +352,8 @@ class Runner:
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
+        elif self.keep_warm and self.gpus:
+            self.prewarm()  # the spares a benchmark did not let start beside it
         on_event(finished)
         return finished
 
@@ -394,7 +398,7 @@ class Runner:
     def _run_once(self, job: Job, relay: OnEvent, timeout_s: float | None,
                   interpret_timeout_s: float | None, gpu: GpuSlot | None = None) -> Job | None:
         """One worker's share of a job. Returns the job for the remaining cases after a crash, else None."""
-        worker = self._take_worker(gpu)
+        worker = self._take_worker(gpu, timed="bench" in job.stages)
         try:
             try:
                 ready = worker.wait_ready()
