@@ -90,17 +90,21 @@ def test_an_unreachable_cluster_exits_3_within_seconds_naming_it(make_project):
 
 
 def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
-    project = make_project(kernels.GRID_SHORT)
+    # kernel.py imports a module of its folder: the node gets that too.
+    project = make_project(kernels.GRID_SHORT.replace("import torch\n", "import torch\nfrom scaling import FACTOR\n", 1)
+                           .replace("return x * 2", "return x * FACTOR"))
+    (project / "scaling.py").write_text("FACTOR = 2\n")
     done = workbench("verify", project, "--cluster", cluster, "--json")
-    assert done.returncode == 1, done.stderr[-3000:]  # GRID_SHORT fails, as it does on this machine
+    said = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 1, said  # GRID_SHORT fails, as it does on this machine
     (record,) = json.loads(done.stdout)["projects"]
-    assert record["verdict"] == "failed" and record["kernel"] == str(project / "kernel.py")
+    assert record["verdict"] == "failed" and record["kernel"] == str(project / "kernel.py"), said
     tuned = [c for c in record["cases"] if not c["config"]]
     assert [c["case_index"] for c in tuned] == [0, 1, 2]
-    assert any(c["status"] == "failed" and c["pattern"] for c in tuned)  # the error map came back whole
+    assert any(c["status"] == "failed" and c["pattern"] for c in tuned), said  # the error map came back whole
     # Shards over the GPUs of the cluster, each result naming "node/gpu kind".
     assert all(re.fullmatch(r"\S+/[01] FAKE_[AB]", c["gpu"]) for c in tuned), tuned
-    assert len({c["gpu"] for c in tuned}) >= 2
+    assert len({c["gpu"] for c in tuned}) >= 2, said
 
 
 def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, make_project):

@@ -77,12 +77,14 @@ class WorkerHost:
                 "gpu_ids": [str(g) for g in context.get_accelerator_ids().get("GPU", [])],
                 "accelerator_type": kinds[0] if kinds else "", "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
-    def send(self, job: dict[str, Any], kernel_source: str) -> str:
-        """Write the kernel here, point the job at it, hand it to the worker; returns the kernel's path here."""
+    def send(self, job: dict[str, Any], sources: dict[str, str]) -> str:
+        """Write the kernel (and the modules beside it) here, point the job at it, hand it to the worker;
+        returns the kernel's path here."""
         import json
 
+        for name, text in sources.items():
+            (self.folder / Path(name).name).write_text(text, encoding="utf-8")
         path = self.folder / "kernel.py"
-        path.write_text(kernel_source, encoding="utf-8")
         job = {**job, "kernel_path": str(path) if job.get("kernel_path") else "",
                "cache_dir": str(self.folder / "triton-cache")}
         assert self.proc.stdin is not None

@@ -105,6 +105,26 @@ def _host_class() -> Any:
     return _HOST_CLASS
 
 
+MAX_SHIPPED_BYTES = 4 << 20
+
+
+def project_sources(kernel_path: str) -> dict[str, str]:
+    """kernel.py and the Python modules beside it (kernel.py may import them), by file name."""
+    if not kernel_path:
+        return {}
+    kernel = Path(kernel_path)
+    sources = {"kernel.py": kernel.read_text(encoding="utf-8", errors="replace")}
+    size = len(sources["kernel.py"])
+    for module in sorted(kernel.parent.glob("*.py")):
+        if module.name in (kernel.name, "workbench_plugin.py") or not module.is_file():
+            continue
+        size += module.stat().st_size
+        if size > MAX_SHIPPED_BYTES:
+            break
+        sources[module.name] = module.read_text(encoding="utf-8", errors="replace")
+    return sources
+
+
 class RemoteProcess:
     """What the Runner reads of a worker's process, for one that runs in an actor."""
 
@@ -142,7 +162,7 @@ class RayWorker(WorkerProcess):
         self._startup_problem = None
         self.proc = RemoteProcess()  # type: ignore[assignment]
         self._killed = False
-        self._paths: tuple[str, str] | None = None  # (the kernel's path on the node, here)
+        self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here): the kernel's, its folder's
         self._log_thread = threading.Thread(target=self._pump, daemon=True)
         try:
             self.actor = _host_class().options(num_gpus=1, max_restarts=0, max_task_retries=0,
@@ -186,9 +206,8 @@ class RayWorker(WorkerProcess):
     def _event(self, kind: str, text: str) -> Any:
         if kind == "err":
             return LogLine(text=text)
-        if self._paths is not None:  # what the worker says of the node's copy of kernel.py, it says of this one
-            there, here = (json.dumps(p)[1:-1] for p in self._paths)
-            text = text.replace(there, here)
+        for there, here in self._paths:  # what the worker says of the node's copy of kernel.py, of this one
+            text = text.replace(json.dumps(there)[1:-1], json.dumps(here)[1:-1])
         try:
             return event_from_json(text)
         except (ValueError, TypeError, KeyError):
@@ -197,10 +216,9 @@ class RayWorker(WorkerProcess):
     def send(self, job: Job) -> None:
         import ray
 
-        source = Path(job.kernel_path).read_text(encoding="utf-8", errors="replace") if job.kernel_path else ""
-        there = ray.get(self.actor.send.remote(asdict(job), source))
+        there = ray.get(self.actor.send.remote(asdict(job), project_sources(job.kernel_path)))
         if job.kernel_path:
-            self._paths = (str(Path(there).parent), str(Path(job.kernel_path).parent))
+            self._paths = [(there, job.kernel_path), (str(Path(there).parent), str(Path(job.kernel_path).parent))]
 
     def kill(self, wait: bool = True) -> None:
         import ray
