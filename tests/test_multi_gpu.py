@@ -185,3 +185,34 @@ def test_no_spare_starts_on_the_gpus_while_a_benchmark_is_timed(make_project):
         assert started == [FAKE[0], FAKE[0], FAKE[0]]  # untimed work: its replacement starts at once
     finally:
         runner.close()
+
+
+def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_verdict(make_project):
+    """One worker verifying then benchmarking is lost mid-verification: the re-queued worker verifies the
+    rest, and the benchmark comes after, in a worker of its own, as after sharded verification."""
+    from workbench.core.events import CaseResult, Problem, Requeued, StageChanged
+    from workbench.core.project.folder import Project
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.session import run_project
+
+    runner = Runner(parallel=1)
+    events = []
+
+    def on_event(event):
+        events.append(event)
+        if isinstance(event, StageChanged) and event.stage == "verifying" and event.case_index == 2 and \
+                not any(isinstance(e, Requeued) for e in events):
+            (worker,) = runner._active
+            worker.lost = "node gone"
+            worker.kill()
+
+    try:
+        run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"], on_event)
+    finally:
+        runner.close()
+    (requeued,) = [e for e in events if isinstance(e, Requeued)]
+    assert requeued.cases == [2] and requeued.stage == "verifying"
+    last_verdict = max(n for n, e in enumerate(events) if isinstance(e, CaseResult))
+    bench = [n for n, e in enumerate(events) if (isinstance(e, StageChanged) and e.stage == "benchmarking") or
+             (isinstance(e, Problem) and e.kind == "environment")]  # timed on a GPU; refused by the interpreter
+    assert bench and min(bench) > last_verdict

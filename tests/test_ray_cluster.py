@@ -57,8 +57,9 @@ def answers(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """ray://127.0.0.1:PORT of two nodes on this machine with fake GPUs: a head with two of kind FAKE_A, a
-    second node with one of kind FAKE_B. The workers see no GPU and run the interpreter."""
+    """Two nodes on this machine with fake GPUs: a head with two of kind FAKE_A, a second node with one of
+    kind FAKE_B. The workers see no GPU and run the interpreter. Yields (ray://127.0.0.1:PORT, the Ray Client
+    address the CLI uses; 127.0.0.1:PORT, the head's own, which this process joins as a driver)."""
     client_port, gcs_port = free_port(), free_port()
     temp = Path(f"/tmp/wbray-{os.getpid()}")  # short: Ray's socket paths have a length limit
     head = start(["--head", "--num-cpus", "4", "--num-gpus", "2", "--resources", '{"accelerator_type:FAKE_A": 2}',
@@ -68,7 +69,7 @@ def cluster():
     second = start(["--address", f"127.0.0.1:{gcs_port}", "--num-cpus", "2", "--num-gpus", "1", "--resources",
                     '{"accelerator_type:FAKE_B": 1}', "--object-store-memory", str(80 * 1024 * 1024)],
                    lambda: True)
-    yield f"ray://127.0.0.1:{client_port}"
+    yield f"ray://127.0.0.1:{client_port}", f"127.0.0.1:{gcs_port}"
     stop(second)
     stop(head)  # its workers exit with the raylet
     shutil.rmtree(temp, ignore_errors=True)
@@ -94,7 +95,7 @@ def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
     project = make_project(kernels.GRID_SHORT.replace("import torch\n", "import torch\nfrom scaling import FACTOR\n", 1)
                            .replace("return x * 2", "return x * FACTOR"))
     (project / "scaling.py").write_text("FACTOR = 2\n")
-    done = workbench("verify", project, "--cluster", cluster, "--json")
+    done = workbench("verify", project, "--cluster", cluster[0], "--json")
     said = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert done.returncode == 1, said  # GRID_SHORT fails, as it does on this machine
     (record,) = json.loads(done.stdout)["projects"]
@@ -113,8 +114,8 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
     from workbench.core.run.session import run_project
     from workbench_ray.runner import connect, RayRunner
 
-    assert connect(cluster)
-    runner = RayRunner(cluster, parallel=1, connected_here=True)
+    assert connect(cluster[1])
+    runner = RayRunner(cluster[1], parallel=1, connected_here=True)
     killed = []
 
     def on_event(event):  # the actor running case 1 dies, as with its node
@@ -128,7 +129,8 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
     finally:
         runner.close()
     (requeued,) = outcome.of_type(Requeued)
-    assert requeued.cases == [1, 2] and requeued.gpu == killed[0] and "was lost" in requeued.reason
+    # Case 1's verdict may have come back in the same poll as its start: then only case 2 runs again.
+    assert requeued.cases in ([1, 2], [2]) and requeued.gpu == killed[0] and "was lost" in requeued.reason
     tuned = sorted((r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config)
     assert tuned == [(0, "passed"), (1, "passed"), (2, "passed")]
     keys = [(r.case_index, r.config) for r in outcome.of_type(CaseResult)]
@@ -142,14 +144,14 @@ def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
     from workbench_ray.matrix import make_matrix_runner
     from workbench_ray.runner import cluster_gpus
 
-    runner = make_matrix_runner(cluster)
+    runner = make_matrix_runner(cluster[1])
     try:
         deadline = time.monotonic() + 60
         while cluster_gpus() != {"FAKE_A": 2, "FAKE_B": 1}:  # the second node may still be joining
             assert time.monotonic() < deadline, cluster_gpus()
             time.sleep(0.5)
         runner.close()
-        runner = make_matrix_runner(cluster)
+        runner = make_matrix_runner(cluster[1])
         assert runner.kinds == ["FAKE_A", "FAKE_B"]
         events = []
         outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], events.append)

@@ -229,8 +229,9 @@ class Requeued(Event):
 
     type: ClassVar[str] = "requeued"
     reason: str  # e.g. "the Ray node 10.0.0.5 running GPU 10.0.0.5/1 died"
-    cases: list[int] = field(default_factory=list)  # the case indices run again ([] = the whole job)
+    cases: list[int] = field(default_factory=list)  # the verification cases run again ([]: the job's other work)
     gpu: str = ""  # the GPU that was lost
+    stage: str = ""  # what the lost worker was doing (importing, verifying, benchmarking ...)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
 
 CONNECT_TIMEOUT_S = 5.0
+CONNECT_ATTEMPTS = 3
 POLL_WAIT_S = 0.5
 
 
@@ -66,10 +67,19 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
 
     # The nodes get this very workbench (and this plugin) whatever they have installed.
     modules = [str(Path(workbench.__file__).parent), str(Path(workbench_ray.__file__).parent)]
-    try:
-        ray.init(address=address, runtime_env={"py_modules": modules}, log_to_driver=False, logging_level="ERROR")
-    except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, grpc errors: all mean "not there"
-        raise ClusterUnreachable(address, f"{type(exc).__name__}: {exc}".strip()) from None
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            ray.init(address=address, runtime_env={"py_modules": modules}, log_to_driver=False,
+                     logging_level="ERROR")
+            return True
+        except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, grpc errors: all mean "not there"
+            why = f"{type(exc).__name__}: {exc}".strip()
+            if ray.is_initialized():
+                ray.shutdown()
+            # The port answered: a busy head may fail to start this client's server; once more, later.
+            if attempt + 1 == CONNECT_ATTEMPTS or not address.startswith("ray://"):
+                raise ClusterUnreachable(address, why) from None
+            time.sleep(1.0)
     return True
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..events import (
-    CaseResult,
-    Event,
     BenchResult,
+    CaseResult,
     DeviceFacts,
+    Event,
     LogLine,
     Problem,
     Requeued,
@@ -42,6 +42,7 @@ from .precompile import PRECOMPILING
 from .worker import EXIT_POISONED, JOB_DONE
 
 OnEvent = Callable[[Event], None]
+VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
 MAX_RESTARTS = 3
 STARTUP_TIMEOUT_S = 180.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
@@ -348,7 +349,20 @@ class Runner:
                 self._await_exits()
                 self._run_with_restarts(replace(job, stages=rest), relay, limits)
         else:
-            self._run_with_restarts(job, relay, limits)
+            requeued: list[Requeued] = []
+
+            def watch(event: Event) -> None:
+                if isinstance(event, Requeued) and event.stage in VERIFY_PHASE:
+                    requeued.append(event)
+                relay(event)
+
+            self._run_with_restarts(job, watch, limits)
+            rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
+            if requeued and rest and tally.exit_code == 0 and not self._cancelled.is_set():
+                # A worker lost during verification: its re-queued cases ran alone; what followed them
+                # (the benchmark) runs now, as after sharded verification, only when every case passed.
+                self._await_exits()
+                self._run_with_restarts(replace(job, stages=rest), relay, limits)
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
@@ -487,15 +501,21 @@ class Runner:
     def _requeue(job: Job, planned: list[int], done: set[int], stage: str, relay: OnEvent,
                  worker: WorkerProcess) -> Job | None:
         """The worker's GPU or machine went away: its unfinished cases, the one in flight included, go
-        to another worker. Results that came back stay; `run` drops their repeats."""
-        if planned and stage in ("importing", "verifying"):
+        to another worker. Results that came back stay; `run` drops their repeats.
+
+        Lost during verification, the re-queued job verifies the remaining cases only: `run` starts
+        the stages after verification once every case has its verdict (a worker that never saw the
+        first cases' failures must not benchmark)."""
+        if planned and stage in VERIFY_PHASE:
             remaining = [i for i in planned if i not in done]
             options = {k: v for k, v in job.options.items() if k != "shard"}
-            again = replace(job, case_indices=remaining, options=options) if remaining else None
+            through_verify = job.stages[:job.stages.index("verify") + 1]
+            again = replace(job, case_indices=remaining, options=options, stages=through_verify) if remaining else None
         else:  # lost before its plan was known, or past verification: the job again, less what is done
             remaining = []
             again = job if not planned else replace(job, stages=[s for s in job.stages if s != "verify"])
-        relay(Requeued(reason=worker.lost, cases=remaining, gpu=worker.gpu_id))
+        # Lost before its plan was known: the whole job runs again, so `run` has nothing to add after it.
+        relay(Requeued(reason=worker.lost, cases=remaining, gpu=worker.gpu_id, stage=stage if planned else "start-up"))
         return again
 
     @staticmethod
