@@ -21,7 +21,7 @@ $(BIN)/workbench: pyproject.toml plugins/ncu/pyproject.toml plugins/sanitizer/py
 	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install -q triton numpy
 	$(BIN)/python -m pip install -q -e ".[test]" -e plugins/ncu -e plugins/sanitizer
 	@# workbench-ray brings ray[client] (a wheel of ~80 MB); a machine that cannot reach one keeps every local feature.
-	$(BIN)/python -m pip install -q -e plugins/ray || echo "workbench-ray not installed (ray could not be installed): --cluster is unavailable"
+	$(BIN)/python -m pip install -q --retries 2 --timeout 30 -e plugins/ray || echo "workbench-ray not installed (ray could not be installed): --cluster is unavailable"
 	touch $(BIN)/workbench
 
 setup: $(BIN)/workbench
