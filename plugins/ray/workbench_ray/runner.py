@@ -73,7 +73,7 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
                      logging_level="ERROR")
             return True
         except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, grpc errors: all mean "not there"
-            why = f"{type(exc).__name__}: {exc}".strip()
+            why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
             if ray.is_initialized():
                 ray.shutdown()
             # The port answered: a busy head may fail to start this client's server; once more, later.
