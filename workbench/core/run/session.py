@@ -94,6 +94,7 @@ class RunOutcome:
             return {}
         return {
             "device_facts": _plain(facts[0]) if facts else None,
+            "devices": [_plain(f) for f in facts],  # several when one run spanned GPU kinds (--per-gpu-kind)
             "bench": bench_rows(results),
             "autotune": [_plain(a) for a in self.of_type(AutotuneReport)],
             "bench_summary": bench_summary(results),
