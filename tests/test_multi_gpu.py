@@ -68,9 +68,9 @@ def test_a_warm_runner_keeps_its_spares_on_their_gpus():
 
     runner = Runner(parallel=2, gpus=FAKE, keep_warm=True)
     try:
-        assert runner._run_gpus() == [FAKE[0], FAKE[1], FAKE[0]]
+        assert runner._run_gpus() == [FAKE[0], FAKE[1], FAKE[0], FAKE[1]]  # shards, then a bench worker per GPU
         runner.prewarm()
-        assert sorted(w.gpu.id for w in runner._spares) == ["0", "0", "1"]
+        assert sorted(w.gpu.id for w in runner._spares) == ["0", "0", "1", "1"]
     finally:
         runner.close()
 
@@ -216,3 +216,19 @@ def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_v
     bench = [n for n, e in enumerate(events) if (isinstance(e, StageChanged) and e.stage == "benchmarking") or
              (isinstance(e, Problem) and e.kind == "environment")]  # timed on a GPU; refused by the interpreter
     assert bench and min(bench) > last_verdict
+
+
+def test_a_benchmark_on_several_gpus_gives_each_its_share_of_the_sweep():
+    from workbench.core.run.runner import Runner
+    from workbench.core.stage import Job, shard_of
+
+    runner = Runner(gpus=FAKE)
+    calls = []
+    runner._run_with_restarts = lambda job, relay, limits, gpu=None: calls.append(
+        (job.stages, job.options.get("bench_shard"), gpu.id if gpu else None))
+    runner._run_after_verification(Job(kernel_path="k.py", stages=["bench"]), print, (None, None))
+    assert sorted(calls) == [(["bench"], [0, 2], "0"), (["bench"], [1, 2], "1")]
+    assert shard_of([3, 4, 5], [0, 2]) == [3, 5] and shard_of([3, 4, 5], [1, 2]) == [4]
+    calls.clear()
+    runner._run_after_verification(Job(kernel_path="k.py", stages=["profile"]), print, (None, None))
+    assert calls == [(["profile"], None, None)]  # only a benchmark is spread (on the first GPU)

@@ -259,10 +259,12 @@ class Runner:
         return self.parallel + 1 if self.parallel > 1 else 1
 
     def _run_gpus(self) -> list[GpuSlot | None]:
-        """The GPU of each worker a run takes: the shards', then that of the stages after verification."""
+        """The GPU of each worker a run takes: the shards', then those of the stages after verification
+        (one per GPU when there are several: a benchmark is spread over them)."""
         if self.parallel == 1:
             return [self._gpu_for(0)]
-        return [self._gpu_for(k) for k in range(self.parallel)] + [self._gpu_for(0)]
+        after = list(self.gpus) if len(self.gpus) > 1 else [self._gpu_for(0)]
+        return [self._gpu_for(k) for k in range(self.parallel)] + after
 
     def prewarm(self) -> None:
         """Start spare workers now (as many as a run takes, each on its GPU), so the next run waits for no start-up."""
@@ -347,7 +349,7 @@ class Runner:
             self._run_sharded(replace(job, stages=first), relay, limits)
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._await_exits()
-                self._run_with_restarts(replace(job, stages=rest), relay, limits)
+                self._run_after_verification(replace(job, stages=rest), relay, limits)
         else:
             requeued: list[Requeued] = []
 
@@ -362,7 +364,7 @@ class Runner:
                 # A worker lost during verification: its re-queued cases ran alone; what followed them
                 # (the benchmark) runs now, as after sharded verification, only when every case passed.
                 self._await_exits()
-                self._run_with_restarts(replace(job, stages=rest), relay, limits)
+                self._run_after_verification(replace(job, stages=rest), relay, limits)
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
@@ -370,6 +372,25 @@ class Runner:
             self.prewarm()  # the spares a benchmark did not let start beside it
         on_event(finished)
         return finished
+
+    def _run_after_verification(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
+        """The stages after verification; a benchmark on several GPUs is spread over them, a worker each:
+        each GPU times its share of the sweep with nothing else on it."""
+        if "bench" not in job.stages or len(self.gpus) < 2 or job.case_indices == []:
+            self._run_with_restarts(job, relay, limits)
+            return
+        n = len(self.gpus)
+        merged = ShardMerger(relay, n)  # one WorkerReady, one RunStarted, each Problem once
+
+        def bench_share(k: int) -> None:
+            self._run_with_restarts(replace(job, options={**job.options, "bench_shard": [k, n]}),
+                                    lambda event: merged.relay(event, k), limits, self.gpus[k])
+
+        threads = [threading.Thread(target=bench_share, args=(k,), daemon=True) for k in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def _run_sharded(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
         """Verification split over `parallel` workers, their events merged into one run.
@@ -547,7 +568,7 @@ def result_key(event: Event) -> tuple | None:
     if isinstance(event, BenchResult):
         return ("bench", event.case_index)
     if isinstance(event, DeviceFacts):
-        return ("device",)
+        return ("device", event.gpu)
     return None
 
 
