@@ -162,8 +162,6 @@ class RayWorker(WorkerProcess):
     """A worker process in a Ray actor holding one GPU, as the Runner sees a local one."""
 
     def __init__(self, interpret: bool, env: dict[str, str], actor_options: dict[str, Any]):
-        import ray
-
         self.gpu = None  # placement is Ray's: the Runner asks for no GPU of its own
         self.placed: GpuSlot | None = None  # the GPU Ray gave the actor, once it is known
         self.where: dict[str, Any] = {}
