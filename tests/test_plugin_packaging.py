@@ -1,4 +1,4 @@
-"""workbench-ncu and workbench-sanitizer are distributions of their own that register through the
+"""workbench-ncu, workbench-sanitizer and workbench-ray are distributions of their own that register through the
 entry-point group "workbench": installed beside the workbench, they appear without any code change."""
 
 import subprocess
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_installed_plugins_register_through_their_entry_points(tmp_path):
     target = tmp_path / "site"
-    plugins = [str(ROOT / "plugins" / name) for name in ("ncu", "sanitizer")]
+    plugins = [str(ROOT / "plugins" / name) for name in ("ncu", "ray", "sanitizer")]
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                               "--target", str(target), *plugins], capture_output=True, text=True, cwd=tmp_path)
     assert install.returncode == 0, install.stderr[-2000:]
@@ -23,7 +23,8 @@ def test_installed_plugins_register_through_their_entry_points(tmp_path):
     assert probe.returncode == 0, probe.stderr
     found = eval(probe.stdout)  # noqa: S307 - our own repr
     assert [(name, value, dist) for name, value, dist, _ in found] == [
-        ("ncu", "workbench_ncu", "workbench-ncu"), ("sanitizer", "workbench_sanitizer", "workbench-sanitizer")]
+        ("ncu", "workbench_ncu", "workbench-ncu"), ("ray", "workbench_ray", "workbench-ray"),
+        ("sanitizer", "workbench_sanitizer", "workbench-sanitizer")]
     assert all("kernel-workbench" in requires for *_, requires in found)
 
     listing = subprocess.run([sys.executable, "-m", "workbench.cli", "plugins"], capture_output=True, text=True,
@@ -31,6 +32,7 @@ def test_installed_plugins_register_through_their_entry_points(tmp_path):
     assert listing.returncode == 0, listing.stderr
     rows = dict(line.split(None, 1) for line in listing.stdout.splitlines())
     assert rows["ncu"] == "workbench-ncu 0.1.0" and rows["sanitizer"] == "workbench-sanitizer 0.1.0"
+    assert rows["ray"] == "workbench-ray 0.1.0"  # loaded without importing ray: only --cluster needs it
     commands = subprocess.run([sys.executable, "-m", "workbench.cli", "profile", "--list"], capture_output=True,
                               text=True, cwd=tmp_path, env=env)
     assert commands.returncode == 0 and commands.stdout.startswith("ncu ")

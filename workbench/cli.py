@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_UNUSABLE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser(commands: dict) -> argparse.ArgumentParser:
+def build_parser(commands: dict, pm: pluggy.PluginManager | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="workbench", description="Write, verify and benchmark Triton kernels.",
                      epilog="exit codes: 0 passed, 1 verification failed, 2 project unusable or bad input, "
                             "3 environment problem")
@@ -42,6 +42,8 @@ def build_parser(commands: dict) -> argparse.ArgumentParser:
         command = commands[name]
         p = sub.add_parser(name, help=command.help, description=command.description or command.help)
         command.add_arguments(p)
+        if pm is not None:
+            pm.hook.workbench_add_arguments(command=name, parser=p)
     return parser
 
 
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None, pm: pluggy.PluginManager | None = None) 
     except PluginError as exc:
         print(f"workbench: {exc}", file=sys.stderr)
         return EXIT_ENVIRONMENT
-    parser = build_parser(commands)
+    parser = build_parser(commands, pm)
     if not argv or argv == ["--no-plugins"]:
         # Plain `workbench` inside a project opens the live loop on it.
         if (Path.cwd() / "kernel.py").is_file() and "watch" in commands:

@@ -17,7 +17,8 @@ Two kinds of hook:
   kernel), for every verify/bench run. Their return values are ignored. An exception raised
   by an implementation propagates to the caller: keep them small and safe.
 
-No hook is ``firstresult``: every implementation is always called.
+One hook is ``firstresult`` (``workbench_make_runner``): the first implementation that returns
+something other than None wins and the rest are not called. Every other hook calls every implementation.
 
 Each docstring below says **When** the hook is called, what each **parameter** is, and what
 becomes of the **Result**; ``tests/test_plugins.py`` fails when one of the three is missing.
@@ -96,6 +97,47 @@ def workbench_register_panels(register: Callable[[Any], None]) -> None:
     notice, not an error.
 
     Result: ignored; every implementation is called.
+    """
+
+
+@hookspec
+def workbench_add_arguments(command: str, parser: Any) -> None:
+    """Add options to a command that another plugin (or the workbench) registered.
+
+    When: each time the CLI builds its parser, once per command, right after the command's own
+    ``add_arguments``; before the command line is parsed.
+
+    command: the command's name (``"verify"``, ``"bench"`` ...); add options only to those the
+    plugin serves, and read them back from the parsed ``args`` (e.g. in ``workbench_make_runner``).
+
+    parser: that command's :class:`argparse.ArgumentParser`. An option name the command already has
+    raises ``argparse.ArgumentError``: choose names of the plugin's own.
+
+    Result: ignored; every implementation is called.
+    """
+
+
+@hookspec(firstresult=True)
+def workbench_make_runner(args: Any, interpret: bool, keep_warm: bool) -> Any:
+    """Provide the runner that ``workbench verify`` and ``workbench bench`` run their projects with.
+
+    When: once per command, before the first project runs, in the process that started the command.
+
+    args: the parsed command line (:class:`argparse.Namespace`), with any options the plugin added
+    through ``workbench_add_arguments``; ``args.command`` is the command's name.
+
+    interpret: ``--interpret`` was given (the worker runs the Triton interpreter).
+
+    keep_warm: more than one project will run: a runner may start the next worker ahead.
+
+    Result: firstresult=True: the first non-None result is used, and no other implementation is
+    called. Return None unless the command line asks for this plugin's runner (e.g. its
+    ``--cluster`` option was given). A runner behaves as :class:`workbench.core.run.Runner`
+    (``run(job, on_event, timeout_s, interpret_timeout_s)``, ``cancel()``, ``close()``, ``prewarm()``);
+    subclassing it and overriding ``_new_worker`` keeps the sharding, restarts and re-queueing.
+    A runner that cannot start (an unreachable cluster) raises
+    :class:`workbench.commands.CommandError` with exit code 3 and a message naming what it tried.
+    With no result the command runs on this machine's GPUs (``--gpus``).
     """
 
 

@@ -14,6 +14,7 @@ from .core.events import (
     DeviceFacts,
     LogLine,
     Problem,
+    Requeued,
     Timing,
 )
 from .core.run.session import RunOutcome
@@ -42,6 +43,11 @@ def relpath(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
+def gpus_used(results: list[Any]) -> list[str]:
+    """The GPUs (GpuSlot ids) that produced these results, in order."""
+    return sorted({r.gpu for r in results if r.gpu})
+
+
 def mode_line(outcome: RunOutcome) -> str:
     ready = outcome.ready
     if ready is None:
@@ -49,7 +55,9 @@ def mode_line(outcome: RunOutcome) -> str:
     if ready.mode == "interpreter":
         return (f"CPU — Triton interpreter ({ready.reason}); results are correctness only, never timings "
                 f"| torch {ready.torch_version}, triton {ready.triton_version}")
-    return f"GPU {ready.device_name} | torch {ready.torch_version}, triton {ready.triton_version}"
+    used = gpus_used(outcome.of_type(CaseResult))
+    where = f" | on GPU {used[0]}" if len(used) == 1 else f" | on GPUs {', '.join(used)}" if used else ""
+    return f"GPU {ready.device_name} | torch {ready.torch_version}, triton {ready.triton_version}{where}"
 
 
 def problems(outcome: RunOutcome) -> list[Problem]:
@@ -62,14 +70,16 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     lines = [f"{project.name}  {relpath(str(project.kernel_path))}", f"  {mode_line(outcome)}"]
     rows = outcome.case_results()
     if rows:
-        header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm")
+        on_gpus = len(gpus_used(rows)) > 1  # which GPU ran each case, when there was more than one
+        header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm") + \
+            (("gpu",) if on_gpus else ())
         table = [header]
         for r in rows:
             if r.config and r.status == "passed" and not verbose:
                 continue  # every forced config that passed is summarised below
             table.append((str(r.case_index), r.label, r.dtype or "-", _short_config(r.config),
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
-                          fmt_err(r.rel_norm_err)))
+                          fmt_err(r.rel_norm_err)) + ((r.gpu or "-",) if on_gpus else ()))
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -85,6 +95,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
         elif any("nondeterministic" in n for n in r.notes):
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
+    lines += requeued_lines(outcome)
     for p in problems(outcome):
         if p.kind in ("crash", "timeout") and p.case_index is not None:
             continue  # told in the case's own failure details
@@ -98,6 +109,15 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines += ["", "  worker output (last lines):"] + ["    " + t for t in logs[-12:]]
     lines += ["", f"  {summary_line(outcome)}"]
     return "\n".join(lines)
+
+
+def requeued_lines(outcome: RunOutcome) -> list[str]:
+    """One line per worker whose GPU or machine was lost: why, and which cases ran again elsewhere."""
+    lines = []
+    for r in outcome.of_type(Requeued):
+        again = f"cases {', '.join(map(str, r.cases))} re-run elsewhere" if r.cases else "its work re-run elsewhere"
+        lines.append(f"  re-queued: {r.reason}; {again} (each result recorded once)")
+    return [""] + lines if lines else []
 
 
 def source_excerpt(file: str, line: int, around: int = 1) -> list[str]:
@@ -170,6 +190,8 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
             name = f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
             case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=name,
                                  time=f"{r.duration_s:.3f}")
+            if r.gpu:
+                ET.SubElement(ET.SubElement(case, "properties"), "property", name="gpu", value=r.gpu)
             if r.status in ("failed", "error"):
                 tag = "failure" if r.status == "failed" else "error"
                 el = ET.SubElement(case, tag, message="; ".join(r.messages)[:500] or r.status)
@@ -231,7 +253,8 @@ def device_lines(facts: DeviceFacts) -> list[str]:
         f"SM {facts.sm_clock_mhz} MHz" if facts.sm_clock_mhz is not None else "",
         f"memory {facts.mem_clock_mhz} MHz" if facts.mem_clock_mhz is not None else "",
         f"{facts.temperature_c} °C" if facts.temperature_c is not None else "") if part)
-    lines = [f"  GPU {facts.name}" + (f" | {state} before timing" if state else "") +
+    which = f" [{facts.gpu}]" if facts.gpu else ""
+    lines = [f"  GPU {facts.name}{which}" + (f" | {state} before timing" if state else "") +
              f" | driver {facts.driver or '?'} | torch {facts.torch_version}, triton {facts.triton_version}"]
     if facts.copy_gbps:
         lines.append(f"  ceilings of this GPU: copy {format_rate(facts.copy_gbps, 'GB/s')}, bf16 matmul "
@@ -242,8 +265,10 @@ def device_lines(facts: DeviceFacts) -> list[str]:
 
 def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
     with_flops = any(r.flops for r in results)
+    on_gpus = len(gpus_used(results)) > 1
     header = ("case", "inputs", "kernel", "IQR", "n", "reference", "torch.compile", "vs ref", "vs compile",
-              "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ())
+              "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ()) \
+        + (("gpu",) if on_gpus else ())
     rows = [header]
     for r in results:
         k = r.kernel
@@ -257,6 +282,8 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
         if verbose:
             row += (str(r.sm_clock_mhz) if r.sm_clock_mhz is not None else "-",
                     str(r.temperature_c) if r.temperature_c is not None else "-")
+        if on_gpus:
+            row += (r.gpu or "-",)
         rows.append(row)
     return text_table(rows)
 
@@ -289,6 +316,32 @@ def autotune_lines(reports: list[AutotuneReport]) -> list[str]:
     return lines
 
 
+def kinds_table(results: list[BenchResult], facts: list[DeviceFacts]) -> list[str]:
+    """Benchmarks of one project on several kinds of GPU, side by side: per case and kind, the kernel's
+    time and its fraction of that GPU's own measured ceiling (copy, or matmul when it is the larger).
+    [] unless the results come from more than one kind."""
+    kind_of = {f.gpu: f.name for f in facts if f.gpu}
+    kinds = sorted({kind_of[r.gpu] for r in results if r.gpu in kind_of})
+    if len(kinds) < 2:
+        return []
+    cells: dict[tuple[int, str], BenchResult] = {}
+    labels: dict[int, str] = {}
+    for r in results:
+        if r.gpu in kind_of:
+            cells.setdefault((r.case_index, kind_of[r.gpu]), r)
+            labels.setdefault(r.case_index, r.label)
+    header = ("case", "inputs") + tuple(cell for kind in kinds for cell in (kind, "% ceiling"))
+    rows = [header]
+    for case in sorted(labels):
+        row = (str(case), labels[case])
+        for kind in kinds:
+            r = cells.get((case, kind))
+            fractions = [f for f in (r.bandwidth_fraction, r.compute_fraction) if f is not None] if r else []
+            row += (fmt_timing(r.kernel) if r else "-", fmt_fraction(max(fractions)) if fractions else "-")
+        rows.append(row)
+    return ["  per GPU kind (each % is of that GPU's own measured ceilings):"] + text_table(rows)
+
+
 def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
     """The readable report of one project's benchmark: the sweep table, methods, autotuning, notes."""
     results: list[BenchResult] = outcome.of_type(BenchResult)
@@ -298,8 +351,11 @@ def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
             return f"{outcome.project.name}: not benchmarked: verification failed (a failing kernel is never timed)"
         return ""
     lines = [f"{outcome.project.name}  benchmark"]
-    if facts is not None:
-        lines += device_lines(facts)
+    for each in outcome.of_type(DeviceFacts):  # several when the run spanned GPUs (--per-gpu-kind)
+        lines += device_lines(each)
+    kinds = kinds_table(results, outcome.of_type(DeviceFacts))
+    if kinds:
+        lines += [""] + kinds
     if results:
         lines += [""] + bench_table(results, verbose) + [""] + method_lines(results)
     timed = {r.case_index for r in results}

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
 from ..core.events import Event, StageChanged
 from ..core.project.folder import Project, ProjectError, find_projects
+from ..core.run.gpus import GpuSelectionError, select_gpus
 from ..core.run.runner import Runner, default_parallel
 from ..core.run.session import RunOutcome, run_project
 from ..reports import format_outcome, junit_tree
@@ -43,6 +47,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="kill a case that runs longer than S seconds (default: [verify] timeout_s, 60 on a "
                              "GPU, 300 in the interpreter)")
+    parser.add_argument("--gpus", metavar="LIST", default="all",
+                        help="the GPUs to spread cases and projects over: 'all' (default: every GPU "
+                             "CUDA_VISIBLE_DEVICES lets through) or their numbers among those, e.g. 0,1")
     parser.add_argument("-v", "--verbose", action="store_true", help="every row, tracebacks and worker output")
 
 
@@ -69,28 +76,91 @@ class Progress:
             sys.stderr.flush()
 
 
-def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
-    projects = resolve_projects(args.projects)
-    runner = Runner(interpret=args.interpret, keep_warm=len(projects) > 1, parallel=default_parallel())
-    progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False))
-    outcomes = []
+def make_runners(args: argparse.Namespace, context: Context, n_projects: int) -> list[Any]:
+    """The runners the projects share out: a plugin's (a cluster), else one per lane of local GPUs.
+
+    With several GPUs and several projects, each lane takes its share of the GPUs and of the
+    verification workers and runs one project at a time, so a project's benchmark has its GPU alone.
+    """
+    keep_warm = n_projects > 1
+    plugin_runner = context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret, keep_warm=keep_warm)
+    if plugin_runner is not None:
+        return [plugin_runner]
     try:
-        for project in projects:
+        gpus = [] if args.interpret else select_gpus(getattr(args, "gpus", "all"))
+    except GpuSelectionError as exc:
+        raise CommandError(str(exc)) from None
+    lanes = max(1, min(len(gpus), n_projects))
+    parallel = default_parallel()
+    return [Runner(interpret=args.interpret, keep_warm=keep_warm, parallel=max(1, parallel // lanes),
+                   gpus=gpus[lane::lanes]) for lane in range(lanes)]
+
+
+def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
+    """Run every project, spread over the runners' lanes; reports print in the projects' order."""
+    projects = resolve_projects(args.projects)
+    runners = make_runners(args, context, len(projects))
+    progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(runners) == 1)
+    outcomes: list[RunOutcome | None] = [None] * len(projects)
+    todo: queue.Queue[int] = queue.Queue()
+    for index in range(len(projects)):
+        todo.put(index)
+    lock = threading.RLock()  # hooks and printing, one lane at a time
+    printed = 0
+    failures: list[BaseException] = []
+
+    def finish(index: int, outcome: RunOutcome) -> None:
+        nonlocal printed
+        progress.clear()
+        context.pm.hook.workbench_finish_run(project=outcome.project, finished=outcome.finished,
+                                             events=outcome.events)
+        outcomes[index] = outcome
+        while printed < len(projects) and outcomes[printed] is not None:
+            if not args.json:
+                print(format_outcome(outcomes[printed], verbose=args.verbose), flush=True)
+                print()
+            printed += 1
+
+    def lane(runner: Any) -> None:
+        while not failures:
+            try:
+                index = todo.get_nowait()
+            except queue.Empty:
+                return
+            project = projects[index]
+
             def on_event(event: Event, project: Project = project) -> None:
-                progress(event)
-                context.pm.hook.workbench_observe_event(event=event, project=project)
+                with lock:
+                    progress(event)
+                    context.pm.hook.workbench_observe_event(event=event, project=project)
 
             options = {"timeout_s": args.timeout} if args.timeout else None
             outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, options=options)
-            progress.clear()
-            context.pm.hook.workbench_finish_run(project=project, finished=outcome.finished, events=outcome.events)
-            outcomes.append(outcome)
-            if not args.json:
-                print(format_outcome(outcome, verbose=args.verbose), flush=True)
-                print()
+            with lock:
+                finish(index, outcome)
+
+    def guarded(runner: Any) -> None:
+        try:
+            lane(runner)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the command's thread
+            failures.append(exc)
+
+    try:
+        if len(runners) == 1:
+            lane(runners[0])
+        else:
+            threads = [threading.Thread(target=guarded, args=(r,), daemon=True) for r in runners]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)  # short waits: Ctrl-C reaches this thread
+            if failures:
+                raise failures[0]
     finally:
-        runner.close()
-    return outcomes
+        for runner in runners:
+            runner.close()
+    return [o for o in outcomes if o is not None]
 
 
 def overall_exit(outcomes: list[RunOutcome]) -> int:

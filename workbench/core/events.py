@@ -101,6 +101,7 @@ class CaseResult(Event):
     error_map: list[list[float]] | None = None  # coarse grid of bad-element fractions (0..1)
     output: str = ""  # which output (for kernels returning several), "" if one
     duration_s: float = 0.0
+    gpu: str = ""  # which GPU ran it (GpuSlot.id: "0", "1", "10.0.0.5/0"); "" when the run had no GPU placement
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseResult":
@@ -180,6 +181,7 @@ class DeviceFacts(Event):
     ceilings_measured_at: str = ""
     l2_bytes: int | None = None
     notes: list[str] = field(default_factory=list)  # e.g. where the ceilings came from
+    gpu: str = ""  # GpuSlot.id of the GPU described, as on the BenchResults timed on it
 
 
 @dataclass
@@ -209,11 +211,27 @@ class BenchResult(Event):
     sm_clock_mhz: int | None = None  # read right after the kernel's timed series (boost clocks, or not)
     temperature_c: int | None = None
     reference_key: str = ""  # what the reference's time depends on (bench.reference_key): the live loop reuses it
+    gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":
         timings = {k: Timing(**data[k]) if data.get(k) else None for k in ("kernel", "reference", "compiled")}
         return cls(**{**data, **timings})
+
+
+@dataclass
+class Requeued(Event):
+    """A worker's GPU or machine was lost mid-run (not the kernel's fault): its cases run again elsewhere.
+
+    The runner sends the lost worker's unfinished cases to another worker; a result that did come back
+    is kept and never recorded twice.
+    """
+
+    type: ClassVar[str] = "requeued"
+    reason: str  # e.g. "the Ray node 10.0.0.5 running GPU 10.0.0.5/1 died"
+    cases: list[int] = field(default_factory=list)  # the verification cases run again ([]: the job's other work)
+    gpu: str = ""  # the GPU that was lost
+    stage: str = ""  # what the lost worker was doing (importing, verifying, benchmarking ...)
 
 
 @dataclass

@@ -16,6 +16,7 @@ _EXPORTS = {
     "Job": "..stage", "JobContext": "..stage", "gpu_stage_cases": "..stage", "shard_of": "..stage",
     "Runner": ".runner", "WorkerProcess": ".runner", "WorkerStartError": ".runner", "default_parallel": ".runner",
     "RunOutcome": ".session", "run_project": ".session",
+    "GpuSlot": ".gpus", "discover_gpus": ".gpus", "select_gpus": ".gpus",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -16,15 +16,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..events import (
+    BenchResult,
     CaseResult,
+    DeviceFacts,
     Event,
     LogLine,
     Problem,
+    Requeued,
     RunFinished,
     RunStarted,
     StageChanged,
@@ -34,10 +38,12 @@ from ..events import (
 )
 from ..stage import Job, shard_of
 from .forkserver import ForkServer
+from .gpus import GpuSlot
 from .precompile import PRECOMPILING
 from .worker import EXIT_POISONED, JOB_DONE
 
 OnEvent = Callable[[Event], None]
+VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
 MAX_RESTARTS = 3
 STARTUP_TIMEOUT_S = 180.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
@@ -72,11 +78,20 @@ class WorkerProcess:
 
     `launcher` is a command the worker runs under (a profiler or sanitizer, e.g.
     ``["ncu", "--profile-from-start", "off"]``); it must pass stdin and stdout through.
+    `gpu`: the one GPU the worker sees (its CUDA_VISIBLE_DEVICES), None to leave the environment's.
+
+    A worker that runs elsewhere (a Ray actor) offers the same members: `queue`, `proc` (poll, wait,
+    returncode), `wait_ready`, `send`, `kill`, `wait_exit`, `drain_log`, `close_unused`, `gpu_id`, and
+    `lost`, the reason its machine or GPU went away (then its cases are re-queued, not failed).
     """
 
+    lost: str = ""
+
     def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
-                 launcher: Sequence[str] = (), forkserver: ForkServer | None = None):
+                 launcher: Sequence[str] = (), forkserver: ForkServer | None = None, gpu: GpuSlot | None = None):
+        self.gpu = gpu
         child_env = worker_env(env)
+        child_env.update(gpu.worker_env() if gpu else {})
         if interpret:
             child_env["WORKBENCH_INTERPRET"] = "1"
         if forkserver is not None and not launcher:
@@ -92,6 +107,11 @@ class WorkerProcess:
         self._log_thread = threading.Thread(target=self._read_log, daemon=True)
         threading.Thread(target=self._read_events, daemon=True).start()
         self._log_thread.start()
+
+    @property
+    def gpu_id(self) -> str:
+        """The GPU reports name for this worker's results ("" when the run places no GPUs)."""
+        return self.gpu.id if self.gpu else ""
 
     def _read_events(self) -> None:
         assert self.proc.stdout is not None
@@ -222,13 +242,19 @@ class Runner:
     Triton compiling one specialisation per case shape and dtype, and separate
     processes compile in parallel. Later stages (benchmarking) run after every
     shard passed, in one fresh worker, so nothing else is on the GPU while it is timed.
+
+    `gpus`: the GPUs to place workers on (gpus.select_gpus). Shard k runs on GPU k mod len(gpus),
+    so there are at least as many shards as GPUs; the stages after verification run on the first.
+    Each result is stamped with the GPU that produced it. Empty: workers see the environment's GPUs.
     """
 
     def __init__(self, interpret: bool = False, keep_warm: bool = False, env: dict[str, str] | None = None,
-                 python: str = sys.executable, launcher: Sequence[str] = (), parallel: int = 1):
+                 python: str = sys.executable, launcher: Sequence[str] = (), parallel: int = 1,
+                 gpus: Sequence[GpuSlot] = ()):
         self.interpret, self.keep_warm, self.env, self.python = interpret, keep_warm, env or {}, python
         self.launcher = list(launcher)
-        self.parallel = max(1, parallel)
+        self.gpus = list(gpus)
+        self.parallel = max(1, parallel, len(self.gpus))
         self._spares: list[WorkerProcess] = []
         self._active: set[WorkerProcess] = set()
         self._exiting: list[WorkerProcess] = []
@@ -240,33 +266,47 @@ class Runner:
 
     # -- worker supply -------------------------------------------------------------------
 
-    def _new_worker(self) -> WorkerProcess:
+    def _new_worker(self, gpu: GpuSlot | None = None) -> WorkerProcess:
         with self._forkserver_lock:  # prewarm calls this under self._lock
             if self._forkserver is None and forkserver_wanted(self.launcher):
                 self._forkserver = ForkServer(worker_env(self.env), self.python)
             forkserver = self._forkserver
-        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, forkserver)
+        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, forkserver, gpu=gpu)
+
+    def _gpu_for(self, shard: int) -> GpuSlot | None:
+        return self.gpus[shard % len(self.gpus)] if self.gpus else None
 
     @property
     def workers_per_run(self) -> int:
         """A sharded run takes one worker per shard, then one for the stages after verification."""
         return self.parallel + 1 if self.parallel > 1 else 1
 
+    def _run_gpus(self) -> list[GpuSlot | None]:
+        """The GPU of each worker a run takes: the shards', then those of the stages after verification
+        (one per GPU when there are several: a benchmark is spread over them)."""
+        if self.parallel == 1:
+            return [self._gpu_for(0)]
+        after = list(self.gpus) if len(self.gpus) > 1 else [self._gpu_for(0)]
+        return [self._gpu_for(k) for k in range(self.parallel)] + after
+
     def prewarm(self) -> None:
-        """Start spare workers now (as many as a run takes), so the next run waits for no start-up."""
+        """Start spare workers now (as many as a run takes, each on its GPU), so the next run waits for no start-up."""
         with self._lock:
             self._spares = [w for w in self._spares if w.proc.poll() is None]
-            while len(self._spares) < self.workers_per_run:
-                self._spares.append(self._new_worker())
+            missing = Counter(self._run_gpus()) - Counter(getattr(w, "gpu", None) for w in self._spares)
+            for gpu, count in missing.items():
+                self._spares += [self._new_worker(gpu) for _ in range(count)]
 
-    def _take_worker(self) -> WorkerProcess:
+    def _take_worker(self, gpu: GpuSlot | None = None, timed: bool = False) -> WorkerProcess:
+        """A warm spare on `gpu` (else a new worker). `timed`: it will benchmark; on placed GPUs its
+        replacement starts after the run, not beside the timing (a warming worker launches on its GPU)."""
         with self._lock:
             alive = [w for w in self._spares if w.proc.poll() is None]
-            worker = alive.pop(0) if alive else None
-            self._spares = alive
+            worker = next((w for w in alive if getattr(w, "gpu", None) == gpu), None)
+            self._spares = [w for w in alive if w is not worker]
         if worker is None:
-            worker = self._new_worker()
-        if self.keep_warm and not self._verifying.is_set():
+            worker = self._new_worker(gpu)
+        if self.keep_warm and not self._verifying.is_set() and not (timed and self.gpus):
             self.prewarm()  # now: the next save may come soon
         with self._lock:
             self._active.add(worker)
@@ -315,9 +355,15 @@ class Runner:
         started = time.monotonic()
         tally = Tally()
         lock = threading.Lock()
+        seen: set[tuple] = set()
 
         def relay(event: Event) -> None:
+            key = result_key(event)
             with lock:
+                if key is not None:
+                    if key in seen:
+                        return  # a re-queued job's repeat of a result that did come back: recorded once
+                    seen.add(key)
                 tally.add(event)
                 on_event(event)
 
@@ -338,14 +384,48 @@ class Runner:
                     self.prewarm()
             if rest and tally.exit_code == 0 and not self._cancelled.is_set():
                 self._await_exits()
-                self._run_with_restarts(replace(job, stages=rest), relay, limits)
+                self._run_after_verification(replace(job, stages=rest), relay, limits)
         else:
-            self._run_with_restarts(job, relay, limits)
+            requeued: list[Requeued] = []
+
+            def watch(event: Event) -> None:
+                if isinstance(event, Requeued) and event.stage in VERIFY_PHASE:
+                    requeued.append(event)
+                relay(event)
+
+            self._run_with_restarts(job, watch, limits)
+            rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
+            if requeued and rest and tally.exit_code == 0 and not self._cancelled.is_set():
+                # A worker lost during verification: its re-queued cases ran alone; what followed them
+                # (the benchmark) runs now, as after sharded verification, only when every case passed.
+                self._await_exits()
+                self._run_after_verification(replace(job, stages=rest), relay, limits)
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
+        elif self.keep_warm and self.gpus:
+            self.prewarm()  # the spares a benchmark did not let start beside it
         on_event(finished)
         return finished
+
+    def _run_after_verification(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
+        """The stages after verification; a benchmark on several GPUs is spread over them, a worker each:
+        each GPU times its share of the sweep with nothing else on it."""
+        if "bench" not in job.stages or len(self.gpus) < 2 or job.case_indices == []:
+            self._run_with_restarts(job, relay, limits)
+            return
+        n = len(self.gpus)
+        merged = ShardMerger(relay, n)  # one WorkerReady, one RunStarted, each Problem once
+
+        def bench_share(k: int) -> None:
+            self._run_with_restarts(replace(job, options={**job.options, "bench_shard": [k, n]}),
+                                    lambda event: merged.relay(event, k), limits, self.gpus[k])
+
+        threads = [threading.Thread(target=bench_share, args=(k,), daemon=True) for k in range(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
 
     def _run_sharded(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
         """Verification split over `parallel` workers, their events merged into one run.
@@ -359,7 +439,7 @@ class Runner:
         def run_shard(k: int) -> None:
             try:
                 self._run_with_restarts(replace(job, options={**job.options, "shard": [k, n]}),
-                                        lambda event: merged.relay(event, k), limits)
+                                        lambda event: merged.relay(event, k), limits, self._gpu_for(k))
             finally:
                 merged.shard_over(k)
 
@@ -369,11 +449,14 @@ class Runner:
         for thread in threads:
             thread.join()
 
-    def _run_with_restarts(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
+    def _run_with_restarts(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None],
+                           gpu: GpuSlot | None = None) -> None:
         restarts = 0
         pending: Job | None = job
+        if gpu is None:
+            gpu = self._gpu_for(0)
         while pending is not None and not self._cancelled.is_set():
-            pending = self._run_once(pending, relay, *limits)
+            pending = self._run_once(pending, relay, *limits, gpu=gpu)
             if pending is not None:
                 restarts += 1
                 if restarts > MAX_RESTARTS:
@@ -383,9 +466,9 @@ class Runner:
                     return
 
     def _run_once(self, job: Job, relay: OnEvent, timeout_s: float | None,
-                  interpret_timeout_s: float | None) -> Job | None:
+                  interpret_timeout_s: float | None, gpu: GpuSlot | None = None) -> Job | None:
         """One worker's share of a job. Returns the job for the remaining cases after a crash, else None."""
-        worker = self._take_worker()
+        worker = self._take_worker(gpu, timed="bench" in job.stages)
         try:
             try:
                 ready = worker.wait_ready()
@@ -393,6 +476,8 @@ class Runner:
                 if not self._cancelled.is_set():
                     relay(exc.problem)
                 return None
+            if worker.gpu_id:
+                relay = stamp_gpu(relay, worker.gpu_id)
             relay(ready)
             if self._cancelled.is_set():
                 return None
@@ -431,7 +516,11 @@ class Runner:
                     if line.text.strip():
                         last_words = [*last_words[-4:], line.text.strip()]
                 code = worker.proc.returncode
-                if self._cancelled.is_set() or code == 0:
+                if self._cancelled.is_set():
+                    return None
+                if worker.lost:
+                    return self._requeue(job, planned, done, stage, relay, worker)
+                if code == 0:
                     return None
                 message = f"the worker {describe_exit(code)}"
                 if crash_reported is not None:
@@ -465,6 +554,27 @@ class Runner:
             relay(event)
 
     @staticmethod
+    def _requeue(job: Job, planned: list[int], done: set[int], stage: str, relay: OnEvent,
+                 worker: WorkerProcess) -> Job | None:
+        """The worker's GPU or machine went away: its unfinished cases, the one in flight included, go
+        to another worker. Results that came back stay; `run` drops their repeats.
+
+        Lost during verification, the re-queued job verifies the remaining cases only: `run` starts
+        the stages after verification once every case has its verdict (a worker that never saw the
+        first cases' failures must not benchmark)."""
+        if planned and stage in VERIFY_PHASE:
+            remaining = [i for i in planned if i not in done]
+            options = {k: v for k, v in job.options.items() if k != "shard"}
+            through_verify = job.stages[:job.stages.index("verify") + 1]
+            again = replace(job, case_indices=remaining, options=options, stages=through_verify) if remaining else None
+        else:  # lost before its plan was known, or past verification: the job again, less what is done
+            remaining = []
+            again = job if not planned else replace(job, stages=[s for s in job.stages if s != "verify"])
+        # Lost before its plan was known: the whole job runs again, so `run` has nothing to add after it.
+        relay(Requeued(reason=worker.lost, cases=remaining, gpu=worker.gpu_id, stage=stage if planned else "start-up"))
+        return again
+
+    @staticmethod
     def _resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | None, str], stage: str,
                       relay: OnEvent, message: str) -> Job | None:
         """Report the case a dead worker was on; return a job for the cases it never reached.
@@ -484,6 +594,28 @@ class Runner:
         # The resumed job names its cases itself: it is no longer a shard of the plan.
         options = {k: v for k, v in job.options.items() if k != "shard"}
         return replace(job, case_indices=remaining, stages=["verify"], options=options)
+
+
+def result_key(event: Event) -> tuple | None:
+    """What makes a result one of a kind within a run (None: not a result)."""
+    if isinstance(event, CaseResult):
+        return ("case", event.case_index, event.config, event.output)
+    if isinstance(event, BenchResult):
+        return ("bench", event.case_index)
+    if isinstance(event, DeviceFacts):
+        return ("device", event.gpu)
+    return None
+
+
+def stamp_gpu(relay: OnEvent, gpu: str) -> OnEvent:
+    """`relay`, writing the GPU that ran each result into it."""
+
+    def stamped(event: Event) -> None:
+        if isinstance(event, (CaseResult, BenchResult, DeviceFacts)) and not event.gpu:
+            event = replace(event, gpu=gpu)
+        relay(event)
+
+    return stamped
 
 
 class ShardMerger:

@@ -17,6 +17,7 @@ from ..events import (
     DeviceFacts,
     Event,
     Problem,
+    Requeued,
     RunFinished,
     RunStarted,
     Tally,
@@ -79,6 +80,7 @@ class RunOutcome:
                        "errors": self.tally.errors, "skipped": self.tally.skipped},
             "cases": [_plain(r) for r in self.case_results()],
             "problems": [_plain(p) for p in self.of_type(Problem)],
+            "requeued": [_plain(r) for r in self.of_type(Requeued)],
             "duration_s": self.finished.duration_s if self.finished else None,
             **self._bench_fields(),
         }
@@ -92,6 +94,7 @@ class RunOutcome:
             return {}
         return {
             "device_facts": _plain(facts[0]) if facts else None,
+            "devices": [_plain(f) for f in facts],  # several when one run spanned GPU kinds (--per-gpu-kind)
             "bench": bench_rows(results),
             "autotune": [_plain(a) for a in self.of_type(AutotuneReport)],
             "bench_summary": bench_summary(results),

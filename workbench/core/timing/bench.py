@@ -32,7 +32,7 @@ from ..project.contract import (
     problem_from_exception,
     select_cases,
 )
-from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal
+from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
 from ..verify.battery import (
     Outputs,
     Reference,
@@ -119,6 +119,7 @@ def bench_stage(context: Any) -> None:
         return  # a kernel that fails verification is never timed; the report says so
     km: KernelModule = context.km
     cases, selection_note = bench_cases(km, context.job.case_indices)
+    cases = shard_of(cases, context.job.options.get("bench_shard"))  # the runner spreads a sweep over GPUs
     emit = context.emit
 
     def announce_measuring() -> None:

@@ -1,0 +1,125 @@
+"""Verification wall time of every scaffold on one GPU against all the machine's GPUs.
+
+    python3 benchmarks/multi_gpu.py                          # every known op, 3 rounds, a table
+    python3 benchmarks/multi_gpu.py --rounds 5 --json out.json
+    python3 benchmarks/multi_gpu.py --ops rmsnorm,softmax --smoke   # no GPU: the plumbing, in the interpreter
+
+`workbench new <op>` writes each known op (and template) of `workbench new --list` into a temporary
+folder; then `workbench verify` of them all runs with `--gpus 0` (one GPU: one lane, every
+verification worker on it) and with `--gpus all` (a lane per GPU, the workers shared out among them),
+the two alternating round by round so neither gets the warmer machine. Each run starts from cleared
+Triton caches (`workbench verify` clears each project's), so every run compiles everything: the
+cold-start time a CI job pays. One untimed run first warms the page cache and Python's bytecode.
+
+The table: wall seconds of the whole `workbench verify` (median, min and max over the rounds), the
+cases that passed, and the speed-up of all GPUs over one. Needs no Ray: the local runner places
+the workers. The GPUs come from nvidia-smi (CUDA_VISIBLE_DEVICES respected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
+
+
+def workbench(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+           "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT)
+    if check and done.returncode not in (0, 1):
+        raise SystemExit(f"workbench {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done
+
+
+def known_ops() -> list[str]:
+    listing = workbench("new", "--list").stdout
+    return [line.split()[0] for line in listing.splitlines() if line.strip()]
+
+
+def verify_all(projects: list[Path], gpus: str, extra: list[str]) -> dict:
+    started = time.perf_counter()
+    done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False)
+    wall = time.perf_counter() - started
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(f"verify --gpus {gpus} printed no JSON (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    cases = [c for p in report["projects"] for c in p["cases"] if not c["config"]]
+    return {"gpus": gpus, "wall_s": round(wall, 2), "exit_code": report["exit_code"],
+            "passed": sum(c["status"] == "passed" for c in cases), "cases": len(cases),
+            "gpus_used": sorted({c["gpu"] for c in cases if c.get("gpu")}),
+            "verdicts": {p["project"]: p["verdict"] for p in report["projects"]}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="timed runs of each setting (default 3)")
+    parser.add_argument("--ops", help="comma-separated ops (default: every one `workbench new --list` names)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write every run as JSON")
+    parser.add_argument("--smoke", action="store_true",
+                        help="no GPU needed: one round under the interpreter, to check the script itself")
+    args = parser.parse_args()
+
+    gpus = discover_gpus()
+    if not args.smoke and len(gpus) < 2:
+        raise SystemExit(f"needs two GPUs or more; nvidia-smi shows {len(gpus)} (use --smoke to try the script)")
+    settings = ["all"] if args.smoke else ["0", "all"]
+    extra = ["--interpret"] if args.smoke else []
+    rounds = 1 if args.smoke else args.rounds
+    ops = args.ops.split(",") if args.ops else known_ops()
+
+    with tempfile.TemporaryDirectory(prefix="workbench-multi-gpu-") as work:
+        folder = Path(work)
+        for op in ops:
+            workbench("new", op, "--dir", str(folder))
+        projects = sorted(p for p in folder.iterdir() if (p / "kernel.py").is_file())
+        print(f"{len(projects)} projects: {', '.join(p.name for p in projects)}")
+        for gpu in gpus:
+            print(f"GPU {gpu.describe}")
+        print(f"verification workers: WORKBENCH_WORKERS={os.environ.get('WORKBENCH_WORKERS', 'default')}, "
+              f"{os.cpu_count()} cores")
+        if not args.smoke:
+            verify_all(projects, "all", extra)  # untimed: page cache, bytecode
+        runs: dict[str, list[dict]] = {s: [] for s in settings}
+        for round_ in range(rounds):
+            for setting in settings if round_ % 2 == 0 else reversed(settings):
+                run = verify_all(projects, setting, extra)
+                runs[setting].append(run)
+                print(f"  round {round_ + 1}: --gpus {setting:<4} {run['wall_s']:7.2f} s, "
+                      f"{run['passed']}/{run['cases']} cases passed on GPUs {', '.join(run['gpus_used']) or '-'}, "
+                      f"exit {run['exit_code']}", flush=True)
+
+    rows = [("setting", "GPUs used", "wall s (median)", "min", "max", "cases passed", "exit", "speed-up")]
+    base = statistics.median(r["wall_s"] for r in runs[settings[0]])
+    for setting in settings:
+        walls = [r["wall_s"] for r in runs[setting]]
+        median = statistics.median(walls)
+        used = sorted({g for r in runs[setting] for g in r["gpus_used"]})
+        rows.append((f"--gpus {setting}", str(len(used)), f"{median:.2f}", f"{min(walls):.2f}", f"{max(walls):.2f}",
+                     f"{runs[setting][-1]['passed']}/{runs[setting][-1]['cases']}",
+                     ",".join(sorted({str(r['exit_code']) for r in runs[setting]})), f"{base / median:.2f}x"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    print()
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if args.json:
+        args.json.write_text(json.dumps({"gpus": [g.describe for g in gpus], "projects": [p.name for p in projects],
+                                         "runs": runs}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

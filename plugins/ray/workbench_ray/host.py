@@ -1,0 +1,104 @@
+"""The Ray side: an actor holding one GPU that runs the workbench's own worker process on its node.
+
+The actor starts ``python -m workbench.core.run.worker`` (which warms up and says ``worker_ready``),
+hands it one job, and gives back what it prints, line by line, each time the parent polls. The
+worker's CUDA_VISIBLE_DEVICES is the one GPU Ray gave the actor. The kernel's source travels with
+the job and is written to a folder of the node's own: the node need not share the project's disk.
+
+Imports neither torch nor the worker's modules: the actor only carries lines.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the worker, before exec: the kernel dies with the actor (a killed actor leaves no worker on its GPU)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class WorkerHost:
+    """One worker process on the node this actor was placed on (Ray sets its CUDA_VISIBLE_DEVICES)."""
+
+    def __init__(self, interpret: bool, env: dict[str, str]):
+        import workbench
+
+        self.folder = Path(tempfile.mkdtemp(prefix="workbench-ray-"))
+        child_env = dict(os.environ)
+        child_env.update(env)
+        child_env["PYTHONUNBUFFERED"] = "1"
+        package_root = str(Path(workbench.__file__).resolve().parents[1])  # where this node has the workbench
+        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, child_env.get("PYTHONPATH", "")) if p)
+        if interpret:
+            child_env["WORKBENCH_INTERPRET"] = "1"
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, text=True,
+                                     encoding="utf-8", errors="replace", bufsize=1, preexec_fn=_die_with_parent)
+        self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
+        readers = [threading.Thread(target=self._read, args=(self.proc.stdout, "out"), daemon=True),
+                   threading.Thread(target=self._read, args=(self.proc.stderr, "err"), daemon=True)]
+        for reader in readers:
+            reader.start()
+        threading.Thread(target=self._await_exit, args=(readers,), daemon=True).start()
+
+    def _read(self, stream: Any, kind: str) -> None:
+        for line in stream:
+            self.lines.put((kind, line.rstrip("\n")))
+
+    def _await_exit(self, readers: list[threading.Thread]) -> None:
+        for reader in readers:
+            reader.join()
+        self.lines.put(("exit", str(self.proc.wait())))
+
+    def where(self) -> dict[str, Any]:
+        """The node and GPU this actor holds, and the kind of GPU (Ray's accelerator_type)."""
+        import ray
+
+        context = ray.get_runtime_context()
+        node_id = context.get_node_id()
+        node = next((n for n in ray.nodes() if n.get("NodeID") == node_id), {})
+        kinds = [k.split(":", 1)[1] for k in node.get("Resources", {}) if k.startswith("accelerator_type:")]
+        return {"node_id": node_id, "node_ip": node.get("NodeManagerAddress", ""),
+                "gpu_ids": [str(g) for g in context.get_accelerator_ids().get("GPU", [])],
+                "accelerator_type": kinds[0] if kinds else "", "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+    def send(self, job: dict[str, Any], sources: dict[str, str]) -> str:
+        """Write the kernel (and the modules beside it) here, point the job at it, hand it to the worker;
+        returns the kernel's path here."""
+        import json
+
+        for name, text in sources.items():
+            (self.folder / Path(name).name).write_text(text, encoding="utf-8")
+        path = self.folder / "kernel.py"
+        job = {**job, "kernel_path": str(path) if job.get("kernel_path") else "",
+               "cache_dir": str(self.folder / "triton-cache")}
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        return str(path)
+
+    def poll(self, wait_s: float = 0.5, most: int = 500) -> list[tuple[str, str]]:
+        """The lines printed since the last poll (waiting up to `wait_s` for the first); ("exit", status) last."""
+        batch: list[tuple[str, str]] = []
+        try:
+            batch.append(self.lines.get(timeout=wait_s))
+            while len(batch) < most:
+                batch.append(self.lines.get_nowait())
+        except queue.Empty:
+            pass
+        return batch

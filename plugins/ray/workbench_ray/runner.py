@@ -1,0 +1,306 @@
+"""The parent side: the workbench's Runner, with its workers as Ray actors of one GPU each.
+
+`RayRunner` is a :class:`workbench.core.run.Runner` whose `_new_worker` starts a `RayWorker`
+instead of a local process: sharding over the cluster's GPUs, crash and hang recovery, resuming and
+re-queueing are the Runner's own. A `RayWorker` offers what the Runner reads of a worker process
+(a queue of events, a process-like exit status, kill); a background thread polls its actor for the
+worker's lines. When the actor or its node dies, the worker is marked `lost` and the Runner sends
+its unfinished cases to another worker.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from workbench.commands import EXIT_ENVIRONMENT, CommandError
+from workbench.core.events import LogLine, Problem, event_from_json
+from workbench.core.run import Job, Runner, WorkerProcess
+from workbench.core.run.gpus import GpuSlot
+
+CONNECT_TIMEOUT_S = 5.0
+CONNECT_ATTEMPTS = 3
+POLL_WAIT_S = 0.5
+
+
+class ClusterUnreachable(CommandError):
+    def __init__(self, address: str, why: str):
+        super().__init__(f"cannot reach the Ray cluster at {address}: {why}", EXIT_ENVIRONMENT)
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    """A ray:// address whose port does not answer fails here, in seconds (Ray's client would retry)."""
+    parsed = urlparse(address)
+    if parsed.scheme != "ray":
+        return
+    if not parsed.hostname:
+        raise ClusterUnreachable(address, "give it as ray://HOST:PORT")
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port or 10001), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ClusterUnreachable(address, exc.strerror or str(exc) or type(exc).__name__) from None
+
+
+def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
+    """Join the Ray cluster at `address` (``ray://HOST:PORT``, or ``auto`` for one running here).
+
+    Returns whether this call connected (and `close` should disconnect). Raises ClusterUnreachable
+    (exit 3, naming the address) when it cannot.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    _check_reachable(address, timeout_s)
+    import workbench
+
+    import workbench_ray
+
+    # The nodes get this very workbench (and this plugin) whatever they have installed.
+    modules = [str(Path(workbench.__file__).parent), str(Path(workbench_ray.__file__).parent)]
+    for attempt in range(CONNECT_ATTEMPTS):
+        try:
+            ray.init(address=address, runtime_env={"py_modules": modules}, log_to_driver=False,
+                     logging_level="ERROR")
+            return True
+        except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, grpc errors: all mean "not there"
+            why = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+            if ray.is_initialized():
+                ray.shutdown()
+            # The port answered: a busy head may fail to start this client's server; once more, later.
+            if attempt + 1 == CONNECT_ATTEMPTS or not address.startswith("ray://"):
+                raise ClusterUnreachable(address, why) from None
+            time.sleep(1.0)
+    return True
+
+
+def cluster_gpus() -> dict[str, int]:
+    """GPUs of the cluster's live nodes by kind (Ray's accelerator_type; "GPU" when a node names none)."""
+    import ray
+
+    kinds: dict[str, int] = {}
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        resources = node.get("Resources", {})
+        count = int(resources.get("GPU", 0))
+        if count:
+            names = [k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")]
+            kind = names[0] if names else "GPU"
+            kinds[kind] = kinds.get(kind, 0) + count
+    return kinds
+
+
+_HOST_CLASS: Any = None
+
+
+def _host_class() -> Any:
+    """WorkerHost as a Ray actor class (made once: each ray.remote() would ship the class again)."""
+    global _HOST_CLASS
+    if _HOST_CLASS is None:
+        import ray
+
+        from .host import WorkerHost
+
+        _HOST_CLASS = ray.remote(WorkerHost)
+    return _HOST_CLASS
+
+
+MAX_SHIPPED_BYTES = 4 << 20
+
+
+def project_sources(kernel_path: str) -> dict[str, str]:
+    """kernel.py and the Python modules beside it (kernel.py may import them), by file name."""
+    if not kernel_path:
+        return {}
+    kernel = Path(kernel_path)
+    sources = {"kernel.py": kernel.read_text(encoding="utf-8", errors="replace")}
+    size = len(sources["kernel.py"])
+    for module in sorted(kernel.parent.glob("*.py")):
+        if module.name in (kernel.name, "workbench_plugin.py") or not module.is_file():
+            continue
+        size += module.stat().st_size
+        if size > MAX_SHIPPED_BYTES:
+            break
+        sources[module.name] = module.read_text(encoding="utf-8", errors="replace")
+    return sources
+
+
+class RemoteProcess:
+    """What the Runner reads of a worker's process, for one that runs in an actor."""
+
+    pid = 0
+
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+        self._over = threading.Event()
+
+    def finish(self, code: int) -> None:
+        if self.returncode is None:
+            self.returncode = code
+        self._over.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._over.wait(timeout):
+            raise subprocess.TimeoutExpired("ray actor", timeout or 0)
+        return self.returncode
+
+
+class RayWorker(WorkerProcess):
+    """A worker process in a Ray actor holding one GPU, as the Runner sees a local one."""
+
+    def __init__(self, interpret: bool, env: dict[str, str], actor_options: dict[str, Any]):
+        self.gpu = None  # placement is Ray's: the Runner asks for no GPU of its own
+        self.placed: GpuSlot | None = None  # the GPU Ray gave the actor, once it is known
+        self.where: dict[str, Any] = {}
+        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.ready = None
+        self._startup_problem = None
+        self.proc = RemoteProcess()  # type: ignore[assignment]
+        self._killed = False
+        self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here): the kernel's, its folder's
+        self._log_thread = threading.Thread(target=self._pump, daemon=True)
+        try:
+            self.actor = _host_class().options(num_gpus=1, max_restarts=0, max_task_retries=0,
+                                                **actor_options).remote(interpret, env)
+        except Exception as exc:  # noqa: BLE001 - the cluster went away: wait_ready reports it (exit 3)
+            self.actor = None
+            self.queue.put(("event", Problem(kind="environment", message=f"no Ray worker could be started: "
+                                                                         f"{type(exc).__name__}: {exc}")))
+            self.proc.finish(3)
+            self.queue.put(("eof", None))
+            return
+        self._log_thread.start()
+
+    @property
+    def gpu_id(self) -> str:
+        return self.placed.id if self.placed else ""
+
+    def _pump(self) -> None:
+        import ray
+
+        try:
+            self.where = ray.get(self.actor.where.remote())
+            gpu = (self.where.get("gpu_ids") or ["?"])[0]
+            kind = self.where.get("accelerator_type") or ""
+            self.placed = GpuSlot(id=f"{self.where.get('node_ip') or '?'}/{gpu}" + (f" {kind}" if kind else ""),
+                                  name=kind or "GPU")
+            while True:
+                for kind, text in ray.get(self.actor.poll.remote(POLL_WAIT_S)):
+                    if kind == "exit":
+                        self.proc.finish(int(text))
+                        self.queue.put(("eof", None))
+                        return
+                    self.queue.put(("event", self._event(kind, text)))
+        except Exception as exc:  # noqa: BLE001 - an actor, a node or the connection gone
+            if not self._killed:
+                where = f"GPU {self.placed.id}" if self.placed else "a GPU not yet placed"
+                self.lost = f"the Ray worker on {where} was lost ({type(exc).__name__}: {str(exc)[:160]})"
+            self.proc.finish(-9)
+            self.queue.put(("eof", None))
+
+    def _event(self, kind: str, text: str) -> Any:
+        if kind == "err":
+            return LogLine(text=text)
+        for there, here in self._paths:  # what the worker says of the node's copy of kernel.py, of this one
+            text = text.replace(json.dumps(there)[1:-1], json.dumps(here)[1:-1])
+        try:
+            return event_from_json(text)
+        except (ValueError, TypeError, KeyError):
+            return LogLine(text=text, stream="stdout")
+
+    def send(self, job: Job) -> None:
+        import ray
+
+        there = ray.get(self.actor.send.remote(asdict(job), project_sources(job.kernel_path)))
+        if job.kernel_path:
+            self._paths = [(there, job.kernel_path), (str(Path(there).parent), str(Path(job.kernel_path).parent))]
+
+    def kill(self, wait: bool = True) -> None:
+        import ray
+
+        if self.proc.returncode is None and self.actor is not None:
+            self._killed = True
+            try:
+                ray.kill(self.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        if wait:
+            self.wait_exit()
+
+    def wait_exit(self, timeout: float = 5.0) -> None:
+        if self._log_thread.ident is not None:  # started: not when the actor never was
+            self._log_thread.join(timeout)
+
+    def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
+        self.wait_exit(timeout)
+        lines = []
+        while True:
+            try:
+                _, payload = self.queue.get_nowait()
+            except queue.Empty:
+                return lines
+            if isinstance(payload, LogLine):
+                lines.append(payload)
+
+    def close_unused(self) -> None:
+        self.kill(wait=False)
+
+
+class RayRunner(Runner):
+    """The Runner, its workers placed by Ray: one GPU each, anywhere in the cluster.
+
+    Verification shards over every GPU of the cluster (`parallel`); the stages after it run in one
+    fresh actor, which holds its GPU alone. `actor_options` go to every actor (e.g.
+    ``{"accelerator_type": "H100"}`` to run on one kind of GPU).
+    """
+
+    def __init__(self, address: str, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
+                 actor_options: dict[str, Any] | None = None, connected_here: bool = False):
+        gpus = sum(cluster_gpus().values())
+        super().__init__(interpret=interpret, keep_warm=keep_warm, parallel=parallel or max(1, gpus))
+        self.address = address
+        self.actor_options = dict(actor_options or {})
+        self.connected_here = connected_here
+
+    def _new_worker(self, gpu: GpuSlot | None = None) -> RayWorker:
+        return RayWorker(self.interpret, self.env, self.actor_options)
+
+    def close(self) -> None:
+        super().close()
+        if self.connected_here:
+            import ray
+
+            deadline = time.monotonic() + 5
+            while self._exiting and time.monotonic() < deadline:  # let the actors' kills go out first
+                self._exiting = [w for w in self._exiting if w.proc.poll() is None]
+                time.sleep(0.05)
+            ray.shutdown()
+
+
+def make_runner(address: str, interpret: bool, keep_warm: bool) -> RayRunner:
+    """Connect to the cluster and check that it has GPUs; CommandError (exit 3) when it cannot be used."""
+    connected = connect(address)
+    try:
+        if not cluster_gpus():
+            raise CommandError(f"the Ray cluster at {address} has no GPU (no node offers the resource 'GPU')",
+                               EXIT_ENVIRONMENT)
+    except BaseException:
+        if connected:
+            import ray
+
+            ray.shutdown()
+        raise
+    return RayRunner(address, interpret=interpret, keep_warm=keep_warm, connected_here=connected)

@@ -1,0 +1,167 @@
+"""workbench-ray: the worker protocol as Ray actors of one GPU each, on a local cluster this module starts
+(two GPUs faked as Ray resources; the workers run the Triton interpreter, as everywhere on the CPU)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kernels
+import pytest
+
+ray = pytest.importorskip("ray")
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args, ready) -> subprocess.Popen:
+    """`ray start ... --block` in a process group of its own; waits until `ready()`."""
+    process = subprocess.Popen([str(BIN / "ray"), "start", "--block", "--disable-usage-stats", *args],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while not ready():
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(process)
+            pytest.fail("a Ray node did not start: " + process.stderr.read().decode()[-2000:])
+        time.sleep(0.3)
+    return process
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGKILL the node's own process group (never `ray stop`, which stops every Ray of this user)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two nodes on this machine with fake GPUs: a head with two of kind FAKE_A, a second node with one of
+    kind FAKE_B. The workers see no GPU and run the interpreter. Yields (ray://127.0.0.1:PORT, the Ray Client
+    address the CLI uses; 127.0.0.1:PORT, the head's own, which this process joins as a driver)."""
+    client_port, gcs_port = free_port(), free_port()
+    temp = Path(f"/tmp/wbray-{os.getpid()}")  # short: Ray's socket paths have a length limit
+    head = start(["--head", "--num-cpus", "4", "--num-gpus", "2", "--resources", '{"accelerator_type:FAKE_A": 2}',
+                  "--port", str(gcs_port), "--ray-client-server-port", str(client_port), "--include-dashboard",
+                  "false", "--object-store-memory", str(80 * 1024 * 1024), "--temp-dir", str(temp)],
+                 lambda: answers(client_port))
+    second = start(["--address", f"127.0.0.1:{gcs_port}", "--num-cpus", "2", "--num-gpus", "1", "--resources",
+                    '{"accelerator_type:FAKE_B": 1}', "--object-store-memory", str(80 * 1024 * 1024)],
+                   lambda: True)
+    yield f"ray://127.0.0.1:{client_port}", f"127.0.0.1:{gcs_port}"
+    stop(second)
+    stop(head)  # its workers exit with the raylet
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def workbench(*args, timeout=240):
+    env = {**os.environ, "WORKBENCH_WORKERS": "2"}
+    return subprocess.run([str(BIN / "workbench"), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_an_unreachable_cluster_exits_3_within_seconds_naming_it(make_project):
+    address = f"ray://127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
+    done = workbench("verify", make_project(kernels.GOOD), "--cluster", address, timeout=30)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert time.monotonic() - started < 10
+    assert f"cannot reach the Ray cluster at {address}" in done.stderr
+
+
+def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
+    # kernel.py imports a module of its folder: the node gets that too.
+    project = make_project(kernels.GRID_SHORT.replace("import torch\n", "import torch\nfrom scaling import FACTOR\n", 1)
+                           .replace("return x * 2", "return x * FACTOR"))
+    (project / "scaling.py").write_text("FACTOR = 2\n")
+    done = workbench("verify", project, "--cluster", cluster[0], "--json")
+    said = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 1, said  # GRID_SHORT fails, as it does on this machine
+    (record,) = json.loads(done.stdout)["projects"]
+    assert record["verdict"] == "failed" and record["kernel"] == str(project / "kernel.py"), said
+    tuned = [c for c in record["cases"] if not c["config"]]
+    assert [c["case_index"] for c in tuned] == [0, 1, 2]
+    assert any(c["status"] == "failed" and c["pattern"] for c in tuned), said  # the error map came back whole
+    # Shards over the GPUs of the cluster, each result naming "node/gpu kind".
+    assert all(re.fullmatch(r"\S+/[01] FAKE_[AB]", c["gpu"]) for c in tuned), tuned
+    assert len({c["gpu"] for c in tuned}) >= 2, said
+
+
+def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, make_project):
+    from workbench.core.events import CaseResult, Requeued, StageChanged
+    from workbench.core.project.folder import Project
+    from workbench.core.run.session import run_project
+    from workbench_ray.runner import connect, RayRunner
+
+    assert connect(cluster[1])
+    runner = RayRunner(cluster[1], parallel=1, connected_here=True)
+    killed = []
+
+    def on_event(event):  # the actor running case 1 dies, as with its node
+        if isinstance(event, StageChanged) and event.stage == "verifying" and event.case_index == 1 and not killed:
+            (worker,) = runner._active
+            killed.append(worker.gpu_id)
+            ray.kill(worker.actor, no_restart=True)
+
+    try:
+        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], on_event)
+    finally:
+        runner.close()
+    (requeued,) = outcome.of_type(Requeued)
+    # Case 1's verdict may have come back in the same poll as its start: then only case 2 runs again.
+    assert requeued.cases in ([1, 2], [2]) and requeued.gpu == killed[0] and "was lost" in requeued.reason
+    tuned = sorted((r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config)
+    assert tuned == [(0, "passed"), (1, "passed"), (2, "passed")]
+    keys = [(r.case_index, r.config) for r in outcome.of_type(CaseResult)]
+    assert len(keys) == len(set(keys)) and outcome.exit_code == 0
+
+
+def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
+    from workbench.core.events import CaseResult, RunFinished
+    from workbench.core.project.folder import Project
+    from workbench.core.run.session import run_project
+    from workbench_ray.matrix import make_matrix_runner
+    from workbench_ray.runner import cluster_gpus
+
+    runner = make_matrix_runner(cluster[1])
+    try:
+        deadline = time.monotonic() + 60
+        while cluster_gpus() != {"FAKE_A": 2, "FAKE_B": 1}:  # the second node may still be joining
+            assert time.monotonic() < deadline, cluster_gpus()
+            time.sleep(0.5)
+        runner.close()
+        runner = make_matrix_runner(cluster[1])
+        assert runner.kinds == ["FAKE_A", "FAKE_B"]
+        events = []
+        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], events.append)
+    finally:
+        runner.close()
+    tuned = sorted((r.case_index, r.gpu.split()[-1]) for r in outcome.of_type(CaseResult) if not r.config)
+    assert tuned == [(i, kind) for i in range(3) for kind in ("FAKE_A", "FAKE_B")]
+    assert sum(isinstance(e, RunFinished) for e in events) == 1 and outcome.finished.passed == 18
+
+
+def test_per_gpu_kind_needs_a_cluster(make_project):
+    done = workbench("bench", make_project(kernels.GOOD), "--per-gpu-kind", timeout=30)
+    assert done.returncode == 2 and "--per-gpu-kind needs --cluster" in done.stderr
