@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from workbench.core.timing.stats.device import (
+from workbench.core.timing.device import (
     Ceilings,
     CeilingsCacheError,
     ceilings_path,
@@ -14,7 +14,7 @@ from workbench.core.timing.stats.device import (
     write_ceilings,
 )
 
-from workbench.core.timing.stats import device
+from workbench.core.timing import device
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -129,7 +129,7 @@ def test_cache_module_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import workbench.core.timing.stats.device, workbench.core.timing.stats.stats, workbench.core.run.session, "
+    code = ("import sys; import workbench.core.timing.device, workbench.core.timing.stats, workbench.core.run.session, "
             "workbench.builtin.benchmarking, workbench.reports; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; print(*bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

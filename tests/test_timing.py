@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 import torch
-from workbench.core.timing.stats.stats import (
+from workbench.core.timing.stats import (
     BYTES_LOWER_BOUND,
     bench_rows,
     bench_summary,

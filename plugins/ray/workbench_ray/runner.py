@@ -25,6 +25,7 @@ from workbench.commands import EXIT_ENVIRONMENT, CommandError
 from workbench.core.events import LogLine, Problem, event_from_json
 from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
+from workbench.core.run.runner import log_lines_left
 
 CONNECT_TIMEOUT_S = 5.0
 CONNECT_ATTEMPTS = 3
@@ -62,7 +63,6 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
         return False
     _check_reachable(address, timeout_s)
     import workbench
-
     import workbench_ray
 
     # The nodes get this very workbench (and this plugin) whatever they have installed.
@@ -246,14 +246,7 @@ class RayWorker(WorkerProcess):
 
     def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
         self.wait_exit(timeout)
-        lines = []
-        while True:
-            try:
-                _, payload = self.queue.get_nowait()
-            except queue.Empty:
-                return lines
-            if isinstance(payload, LogLine):
-                lines.append(payload)
+        return log_lines_left(self.queue)
 
     def close_unused(self) -> None:
         self.kill(wait=False)

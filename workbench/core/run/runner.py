@@ -135,14 +135,7 @@ class WorkerProcess:
     def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
         """After the process ended: the stderr lines not yet taken from the queue."""
         self._log_thread.join(timeout)
-        lines = []
-        while True:
-            try:
-                _, payload = self.queue.get_nowait()
-            except queue.Empty:
-                return lines
-            if isinstance(payload, LogLine):
-                lines.append(payload)
+        return log_lines_left(self.queue)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
         if self.ready is not None:
@@ -182,6 +175,8 @@ class WorkerProcess:
         """SIGKILL the worker's process group; wait for the exit here, or in the background."""
         if self.proc.poll() is None:
             try:
+                if self.proc.pid is None:  # asked of the template, not forked yet: killed as it comes
+                    raise ProcessLookupError
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
@@ -208,6 +203,18 @@ class WorkerProcess:
                 self.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def log_lines_left(events: "queue.Queue[tuple[str, Any]]") -> list[LogLine]:
+    """Empty a worker's queue, keeping its log lines (what a worker printed before it ended)."""
+    lines = []
+    while True:
+        try:
+            _, payload = events.get_nowait()
+        except queue.Empty:
+            return lines
+        if isinstance(payload, LogLine):
+            lines.append(payload)
 
 
 def describe_exit(returncode: int | None) -> str:
