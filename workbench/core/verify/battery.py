@@ -230,14 +230,17 @@ class Verifier:
             data.notes.append(reference.note)
         data.reference, data.before = reference.outputs.tensors, tensors_only(originals)
         data.expected_dtypes = self._native_dtypes(inputs)
+        LaunchCounter.reset()
         try:
             first = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
             return [self.deliver(self._error_data(data, case, exc, start))]
+        launches_first = LaunchCounter.count
         data.after = tensors_only(clone_inputs(inputs))
         data.aliases = shared_memory(first, inputs)
+        first = owned(first)  # an output that is an input would change when the inputs are restored
         mutated = changed_inputs(inputs, originals)
         restore_inputs(inputs, originals)
         LaunchCounter.reset()
@@ -247,7 +250,10 @@ class Verifier:
             raise
         except BaseException as exc:  # noqa: BLE001
             return [self.deliver(self._error_data(data, case, exc, start, "second run"))]
-        data.launches = LaunchCounter.count
+        # The second call's count (the first may include the autotuner's timing runs); a kernel_fn that
+        # launched on its first call only (a cache) is still a Triton kernel: the repeat calls judge it.
+        data.launches = LaunchCounter.count or launches_first
+        second = owned(second)
         data.first, data.second, data.names = first.tensors, second.tensors, first.names
         if mutated:
             data.failure_hints = autotune_mutation_hints(self.autotuners)
@@ -321,6 +327,7 @@ class Verifier:
                 except BaseException as exc:  # noqa: BLE001
                     run.error = f"kernel_fn raised: {type(exc).__name__}: {first_line(exc)}"
                     continue
+                out = owned(out)
                 run.outputs, run.names, run.reference = out.tensors, out.names, fresh_ref
         runs += [fresh_run, recycled_run]
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
@@ -383,7 +390,10 @@ class Verifier:
                         results.append(self.deliver(self._error_data(data, case, exc, start)))
                         continue
                     # No second run per config: unwritten elements show as NaN mismatches.
-                    data.first, data.names, data.launches = out.tensors, out.names, LaunchCounter.count
+                    out = owned(out)
+                    # A forced config that launched nothing (kernel_fn cached its result) is the repeat
+                    # calls' to judge, not "no Triton kernel".
+                    data.first, data.names, data.launches = out.tensors, out.names, LaunchCounter.count or None
                     data.after = tensors_only(inputs)
                     data.duration_s = time.perf_counter() - start
                     results.append(self.deliver(data))
@@ -418,6 +428,10 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
+
+
+def owned(outputs: Outputs) -> Outputs:
+    return Outputs([t.detach().clone() for t in outputs.tensors], outputs.names)
 
 
 def tensors_only(inputs: list[Any]) -> list[Any]:
