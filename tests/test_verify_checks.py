@@ -151,3 +151,14 @@ def test_generated_cases_vary_the_sizes_and_stay_bounded():
     assert {(p["M"], p["N"]) for p in f16} == {(129, 129), (127, 127), (1, 1), (131, 131)}
     assert not generate_cases(cases, VerifyConfig(generated_cases=False))
     assert len(generate_cases(cases, VerifyConfig(max_generated_cases=3))) == 3
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "swiglu", "rope", "cross_entropy", "matmul", "layernorm"])
+def test_correct_kernels_in_the_usual_styles_verify_unchanged(cli, make_project, name):
+    import kernels_zoo
+
+    code, rec = verify_json(cli, make_project(kernels_zoo.ZOO[name], name=name))
+    assert code == 0, [(c["label"], c["config"], c["messages"]) for c in bad(rec)]
+    assert not any(c["warnings"] for c in rec["cases"])
+    assert any(c["generated"] and c["status"] == "passed" for c in rec["cases"])
+    assert all(c["launches"] for c in rec["cases"] if c["status"] == "passed")
