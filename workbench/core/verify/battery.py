@@ -332,7 +332,7 @@ class Verifier:
         runs += [fresh_run, recycled_run]
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
                             data.reference if fresh is None else fresh_ref, self.config, self.interpret,
-                            first_case=not self._compat_done)
+                            first_case=not self._compat_done, flatten=lambda value: flatten_outputs(value).tensors)
         self._compat_done = True
         return runs
 

@@ -14,7 +14,7 @@ Their outputs go to the judge with the rest of the case (see verify/judge.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -26,8 +26,9 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 
 
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], config: VerifyConfig,
-                interpret: bool, first_case: bool) -> list[ExtraRun]:
-    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were)."""
+                interpret: bool, first_case: bool, flatten: Callable[[Any], list[torch.Tensor]]) -> list[ExtraRun]:
+    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were); `flatten`
+    turns kernel_fn's return value into its list of output tensors."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph")
     for run, enabled, key in ((compiled, config.torch_compile, "torch_compile"),
@@ -39,23 +40,18 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
         elif not first_case:
             run.skipped = "checked on this worker's first case"
     if not compiled.skipped:
-        _torch_compile(km, inputs, reference, compiled)
+        _torch_compile(km, inputs, reference, compiled, flatten)
     if not graphed.skipped:
-        _cuda_graph(km, inputs, reference, graphed)
+        _cuda_graph(km, inputs, reference, graphed, flatten)
     return [compiled, graphed]
-
-
-def _outputs(value: Any) -> list[torch.Tensor]:
-    from .battery import flatten_outputs
-
-    return flatten_outputs(value).tensors
 
 
 def _clone(inputs: list[Any]) -> list[Any]:
     return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
+def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun,
+                   flatten: Callable[[Any], list[torch.Tensor]]) -> None:
     try:
         import torch._dynamo
 
@@ -71,7 +67,7 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
             torch._dynamo.reset()
         except Exception:  # noqa: BLE001
             pass
-    run.outputs, run.reference = [t.detach() for t in _outputs(out)], list(reference)
+    run.outputs, run.reference = [t.detach() for t in flatten(out)], list(reference)
 
 
 def describe_compile_failure(exc: BaseException) -> str:
@@ -82,7 +78,8 @@ def describe_compile_failure(exc: BaseException) -> str:
     return f"torch.compile(fullgraph=True) failed: {name}: {text}"
 
 
-def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
+def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun,
+                flatten: Callable[[Any], list[torch.Tensor]]) -> None:
     static = _clone(inputs)
     try:
         side = torch.cuda.Stream()
@@ -112,4 +109,4 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
         except Exception:  # noqa: BLE001
             pass
         return
-    run.outputs, run.reference = [t.detach().clone() for t in _outputs(out)], list(reference)
+    run.outputs, run.reference = [t.detach().clone() for t in flatten(out)], list(reference)
