@@ -18,7 +18,7 @@ from typing import Any
 from ..project.config import VerifyConfig
 from ..project.contract import Case
 
-SMALL_BASE = 128
+SMALL_BASE = 64
 NOT_SIZES = ("seed", "dim", "axis")  # integer parameters that are no size
 
 
