@@ -97,6 +97,7 @@ class Verifier:
         self.remote_judge = judge  # the judge process (run/judge_process.py); None: judged in this process
         self.local_judge = Judge(config, interpret)
         self._compat_done = False
+        self.live = False  # the live loop's run: no torch.compile / CUDA-graph checks
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
         self.pins = pins or {}
@@ -336,7 +337,8 @@ class Verifier:
         runs += [fresh_run, recycled_run]
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
                             data.reference if fresh is None else fresh_ref, self.config, self.interpret,
-                            first_case=not self._compat_done, flatten=lambda value: flatten_outputs(value).tensors)
+                            first_case=not self._compat_done, flatten=lambda value: flatten_outputs(value).tensors,
+                            live=self.live)
         self._compat_done = True
         return runs
 
@@ -426,9 +428,10 @@ def restore_inputs(inputs: list[Any], originals: list[Any]) -> None:
 
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
                      pins: dict[str, int] | None = None,
-                     judge: Callable[[CaseData], CaseResult] | None = None) -> None:
+                     judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each."""
     verifier = Verifier(km, config, emit, interpret, pins, judge)
+    verifier.live = live
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
@@ -487,4 +490,4 @@ def verify_stage(context: Any) -> None:
         raise RunAborted()
     cases = shard_of(select_cases(context.km.cases, indices, "verify"), context.job.options.get("shard"))
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
-                     getattr(context, "judge", None))
+                     getattr(context, "judge", None), bool(context.job.options.get("live")))

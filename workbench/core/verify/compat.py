@@ -7,7 +7,8 @@
   graph replayed: the output must be the reference's on the new values (a launcher that syncs,
   allocates on the host or reads a tensor's value at capture time fails here).
 
-Both run on a GPU once per worker (on its first case), unless ``[verify] torch_compile = false`` /
+Both run on a GPU once per worker (on its first case), not in the live loop (a cold torch.compile
+costs seconds per save; `workbench verify` runs them), unless ``[verify] torch_compile = false`` /
 ``cuda_graph = false``; under the Triton interpreter they are skipped, and the verdict says why.
 Their outputs go to the judge with the rest of the case (see verify/judge.py).
 """
@@ -26,7 +27,8 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 
 
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], config: VerifyConfig,
-                interpret: bool, first_case: bool, flatten: Callable[[Any], list[torch.Tensor]]) -> list[ExtraRun]:
+                interpret: bool, first_case: bool, flatten: Callable[[Any], list[torch.Tensor]],
+                live: bool = False) -> list[ExtraRun]:
     """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were); `flatten`
     turns kernel_fn's return value into its list of output tensors."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)")
@@ -37,6 +39,8 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
             run.skipped = f"[verify] {key} = false"
         elif interpret:
             run.skipped = INTERPRETER_SKIP
+        elif live:
+            run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
         elif not first_case:
             run.skipped = "checked on this worker's first case"
     if not compiled.skipped:

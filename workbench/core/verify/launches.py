@@ -3,8 +3,10 @@
 Every launch of a @triton.jit function goes through ``JITFunction.run`` (or, under the interpreter,
 ``InterpretedFunction.run``), whether called as ``kernel[grid](...)`` or by an autotuner or
 heuristics wrapper; both are wrapped once per process at the class, so kernels defined in kernel.py
-or in a library it imports all count. The same holds for Triton 3.0 to 3.9. A ``warmup=True`` call
-compiles without launching and does not count.
+or in a library it imports all count. ``run(self, *args, grid, warmup, **kwargs)`` is the launch
+path of Triton 3.x (checked on 3.9 here; 3.6 has the same), and works the same under the
+interpreter, which the ``triton.knobs.runtime.launch_enter_hook`` of 3.4+ does not see. A
+``warmup=True`` call compiles without launching and does not count.
 """
 
 from __future__ import annotations
