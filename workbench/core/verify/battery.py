@@ -30,12 +30,25 @@ from ..project.contract import (
     select_cases,
 )
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
-from .compare import tensors_equal_bitwise
 from .compat import compat_runs
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, judge_outputs
 from .launches import LaunchCounter
+from .tensors import (  # noqa: F401 - re-exported for the benchmark stage
+    Outputs,
+    cast_floats,
+    changed_inputs,
+    clone_inputs,
+    flatten_outputs,
+    input_elements,
+    owned,
+    restore_inputs,
+    same_layout,
+    shared_memory,
+    synchronize,
+    tensors_only,
+)
 from .torchmodes import PrefillEmpty
 
 Emit = Callable[[Event], None]
@@ -43,51 +56,10 @@ Emit = Callable[[Event], None]
 
 
 @dataclass
-class Outputs:
-    tensors: list[torch.Tensor]
-    names: list[str]
-
-
-def flatten_outputs(value: Any, prefix: str = "") -> Outputs:
-    if isinstance(value, torch.Tensor):
-        return Outputs([value], [prefix])
-    if isinstance(value, (list, tuple)):
-        tensors, names = [], []
-        for i, item in enumerate(value):
-            sub = flatten_outputs(item, f"{prefix}[{i}]")
-            tensors += sub.tensors
-            names += sub.names
-        return Outputs(tensors, names)
-    if isinstance(value, dict):
-        tensors, names = [], []
-        for key, item in value.items():
-            sub = flatten_outputs(item, f"{prefix}[{key!r}]")
-            tensors += sub.tensors
-            names += sub.names
-        return Outputs(tensors, names)
-    if value is None:
-        return Outputs([], [])
-    return Outputs([torch.as_tensor(value)], [prefix])
-
-
-@dataclass
 class Reference:
     outputs: Outputs
     precision: str  # float64 | float32 | native
     note: str = ""
-
-
-def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
-    return [x.detach().to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-
-
-def clone_inputs(inputs: list[Any]) -> list[Any]:
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def synchronize() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 class Verifier:
@@ -419,13 +391,6 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
             and not getattr(tuner, "reset_to_zero", None)]
 
 
-def restore_inputs(inputs: list[Any], originals: list[Any]) -> None:
-    with torch.no_grad():
-        for now, before in zip(inputs, originals):
-            if isinstance(now, torch.Tensor):
-                now.copy_(before)
-
-
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False) -> None:
@@ -435,48 +400,6 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
-
-
-def owned(outputs: Outputs) -> Outputs:
-    return Outputs([t.detach().clone() for t in outputs.tensors], outputs.names)
-
-
-def tensors_only(inputs: list[Any]) -> list[Any]:
-    return [x if isinstance(x, torch.Tensor) else None for x in inputs]
-
-
-def changed_inputs(inputs: list[Any], originals: list[Any]) -> bool:
-    return any(isinstance(now, torch.Tensor) and not bool(tensors_equal_bitwise(now, before).all())
-               for now, before in zip(inputs, originals))
-
-
-def same_layout(a: list[Any], b: list[Any]) -> bool:
-    return len(a) == len(b) and all(
-        (x.shape == y.shape and x.dtype == y.dtype) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
-        else not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor) for x, y in zip(a, b))
-
-
-def _storage_span(t: torch.Tensor) -> tuple[str, int, int]:
-    storage = t.untyped_storage()
-    return str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes()
-
-
-def shared_memory(outputs: Outputs, inputs: list[Any]) -> list[str]:
-    """'output[0] and input #1' for each output whose memory overlaps an input's (a view or the input itself)."""
-    found = []
-    spans = [(i, _storage_span(x)) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.numel()]
-    for out, name in zip(outputs.tensors, outputs.names):
-        if not out.numel():
-            continue
-        device, lo, hi = _storage_span(out)
-        for i, (in_device, in_lo, in_hi) in spans:
-            if device == in_device and lo < in_hi and in_lo < hi:
-                found.append(f"output{name} and input #{i}")
-    return found
-
-
-def input_elements(inputs: list[Any]) -> int:
-    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
 
 
 def verify_stage(context: Any) -> None:
