@@ -47,3 +47,20 @@ def test_case_data_round_trip_flags_subclass_outputs():
     back = CaseData.unpack(data.pack())
     assert back.not_plain == [0] and back.before[0] is None and back.extra_runs[0].name == "repeat_fresh_inputs"
     assert torch.equal(back.first[0], torch.ones(3))
+
+
+def test_the_judge_warns_when_two_cases_have_the_same_reference():
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify.judge import Judge
+
+    judge = Judge(VerifyConfig())
+    x = torch.randn(64)
+
+    def case(index, label):
+        return CaseData(case_index=index, label=label, first=[x * 2], names=[""], reference=[(x * 2).double()],
+                        expected_dtypes=["float32"], before=[x], after=[x.clone()], launches=1)
+
+    first, second = judge.judge(case(0, "n=64")), judge.judge(case(1, "n=64 again"))
+    assert first.status == second.status == "passed" and not first.warnings
+    assert second.warnings == ["the reference output is identical to case n=64's: the cases test the same thing"]
+    assert second.checks["inputs"] == "warning" and first.checks["inputs"] == "passed"
