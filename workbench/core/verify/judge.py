@@ -25,8 +25,10 @@ Not defended: code written against the hand-off itself (rewriting its captured f
 frames, walking the garbage collector to them); torch dispatch modes pushed through private
 torch._C APIs, or ctypes writes into memory; reaching the judge through the OS (ptrace,
 /proc/<pid>/fd, signals); a reference_fn that is wrong, or CASES that leave out what fails (both
-are the project's own statements); the launch count and aliasing facts, which the kernel's
-process observes and reports. Against those, read the diff of kernel.py.
+are the project's own statements); which cases the kernel's process runs and what it reports as
+skipped (never a pass, but a case it leaves out is not judged); the launch count, the aliasing
+facts and the NaN/sentinel prefill, which happen in the kernel's process; the benchmark's recheck
+after timing (reported, never a verdict). Against those, read the diff of kernel.py.
 """
 
 from __future__ import annotations
