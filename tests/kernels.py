@@ -262,3 +262,7 @@ ZERO_INPUTS = GOOD.replace("return [torch.randn(n, device=\"cuda\", dtype=dtype)
 HOST_READ = kernel_source(launcher=LAUNCHER.replace("    out = torch.empty_like(x)",
                                                     "    if float(x.abs().max().item()) < 0:\n        return x\n"
                                                     "    out = torch.empty_like(x)"))
+
+# Returns its input as a second output, as its reference does: no aliasing to report.
+PASSES_INPUT_THROUGH = kernel_source(launcher=LAUNCHER.replace("    return out", "    return out, x")).replace(
+    "def reference_fn(x):\n    return x * 2", "def reference_fn(x):\n    return x * 2, x")

@@ -83,6 +83,9 @@ def test_an_output_aliasing_an_input_fails_unless_inplace(cli, make_project):
                                 "or declare [verify] inplace = true)"]
     code, rec = verify_json(cli, make_project(kernels.ALIASES_INPUT, name="inplace", toml="[verify]\ninplace = true\n"))
     assert code == 0, messages(rec)
+    code, rec = verify_json(cli, make_project(kernels.PASSES_INPUT_THROUGH, name="through",
+                                              toml="[verify]\ngenerated_cases = false\n"))
+    assert code == 0, messages(rec)  # the reference returns its input too
 
 
 def test_wrong_output_dtype_names_expected_and_got(cli, make_project):

@@ -37,6 +37,7 @@ from .judge import Judge, judge_outputs
 from .launches import LaunchCounter
 from .tensors import (  # noqa: F401 - re-exported for the benchmark stage
     Outputs,
+    aliased_outputs,
     cast_floats,
     changed_inputs,
     clone_inputs,
@@ -202,7 +203,7 @@ class Verifier:
         if reference.note:
             data.notes.append(reference.note)
         data.reference, data.before = reference.outputs.tensors, tensors_only(originals)
-        data.expected_dtypes = self._native_dtypes(inputs)
+        data.expected_dtypes, reference_aliases = self._native_reference(inputs)
         LaunchCounter.reset()
         try:
             first = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
@@ -212,7 +213,7 @@ class Verifier:
             return [self.deliver(self._error_data(data, case, exc, start))]
         launches_first = LaunchCounter.count
         data.after = tensors_only(clone_inputs(inputs))
-        data.aliases = shared_memory(first, inputs)
+        data.aliases = shared_memory(first, inputs, reference_aliases)
         first = owned(first)  # an output that is an input would change when the inputs are restored
         mutated = changed_inputs(inputs, originals)
         restore_inputs(inputs, originals)
@@ -250,16 +251,18 @@ class Verifier:
             data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
             return None
 
-    def _native_dtypes(self, inputs: list[Any]) -> list[str]:
-        """reference_fn's output dtypes on the inputs as given: the dtypes kernel_fn must return."""
+    def _native_reference(self, inputs: list[Any]) -> tuple[list[str], set[int]]:
+        """reference_fn on the inputs as given: the dtypes kernel_fn must return, and which outputs the
+        reference itself returns as views of its inputs (the kernel may too)."""
+        args = clone_inputs(inputs)
         try:
-            out = flatten_outputs(self.km.reference_fn(*clone_inputs(inputs)))
+            out = flatten_outputs(self.km.reference_fn(*args))
             synchronize()
         except Exception as exc:  # noqa: BLE001 - no dtype check then
             if is_cuda_fatal(exc):
                 raise ContextPoisoned(str(exc)) from exc
-            return []
-        return [str(t.dtype).replace("torch.", "") for t in out.tensors]
+            return [], set()
+        return [str(t.dtype).replace("torch.", "") for t in out.tensors], aliased_outputs(out, args)
 
     def _repeat_calls(self, case: Case, inputs: list[Any], originals: list[Any], data: CaseData) -> list[ExtraRun]:
         """kernel_fn again on fresh inputs, then on the first call's own tensors refilled with those values:
