@@ -1,8 +1,8 @@
 """Edge shapes derived from a project's CASES: the sizes a kernel written for its own CASES gets wrong.
 
 For one verification case of each dtype (each combination of the non-integer parameters),
-every positive integer parameter (a size: n, M, N, K ...) is set together to n+1, n-1, 1 and a prime
-above n+1, from the case whose sizes, each capped at SMALL_BASE, are largest (so the cases stay cheap
+every positive integer parameter (a size: n, M, N, K, head_dim ...) is set together to n+1, n+2, 1, a
+prime above n+1 and n-1 (in that order of preference), from the case whose sizes, each capped at SMALL_BASE, are largest (so the cases stay cheap
 in the interpreter). An odd size
 or a prime is a multiple of no power-of-two BLOCK (nor of 16), so a kernel without a mask, or with a
 grid rounded down, meets a partial block. The cases run with the rest, marked generated; a shape
@@ -19,11 +19,11 @@ from ..project.config import VerifyConfig
 from ..project.contract import Case
 
 SMALL_BASE = 64
-NOT_SIZES = ("seed", "dim", "axis")  # integer parameters that are no size
+NOT_SIZES = ("dim", "axis", "groups", "k", "topk", "top_k")  # integer parameters that are no size ("n", "head_dim" are)
 
 
 def is_size(name: str, value: Any) -> bool:
-    return type(value) is int and value > 0 and not any(word in name.lower() for word in NOT_SIZES)
+    return type(value) is int and value > 0 and name.lower() not in NOT_SIZES and "seed" not in name.lower()
 
 
 def next_prime(n: int) -> int:
@@ -56,7 +56,10 @@ def generate_cases(cases: list[Case], config: VerifyConfig) -> list[Case]:
         base = max(members, key=lambda c: _volume(capped(c)))
         sizes = capped(base)
         variants = []
-        for change in (lambda n: n + 1, lambda n: max(1, n - 1), lambda n: 1, lambda n: next_prime(n + 2)):
+        # n+2 keeps the parity of n: a kernel that needs even sizes (RoPE's halves) still meets a
+        # partial block; the others are odd, a multiple of no power of two.
+        for change in (lambda n: n + 1, lambda n: n + 2, lambda n: 1, lambda n: next_prime(n + 2),
+                       lambda n: max(1, n - 1)):
             variants.append({**base.params, **{k: change(v) for k, v in sizes.items()}})
         per_group.append(variants)
     seen = {_frozen(c.params) for c in cases}
