@@ -69,6 +69,7 @@ def load(path: Path):
 
 def serial(path: Path) -> dict:
     import torch
+
     from workbench.core.project.contract import select_cases
 
     fresh_cache()

@@ -143,3 +143,126 @@ MISSING_MASK = kernel_source(kernel=KERNEL.replace(
     "x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)", "x = tl.load(x_ptr + offs).to(tl.float32)").replace(
     "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
     "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty))"))
+
+# -- kernels that look right and are not (issue #9) ------------------------------------------
+
+# Wrong (x * 3), and at import it patches every comparison it can reach in its own process.
+TAMPERS = kernel_source(kernel=KERNEL.replace("y = x * 2.0", "y = x * 3.0")) + '''
+
+import builtins
+import torch.testing
+import workbench.core.verify.compare as _compare
+import workbench.core.verify.judge as _judge
+
+
+def _always_passes(out, ref, tol, unwritten_mask=None):
+    return _compare.Comparison(numel=ref.numel())
+
+
+torch.allclose = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
+_compare.compare = _always_passes
+_judge.compare = _always_passes
+builtins.all = lambda *a, **k: True
+'''
+
+# Wrong, and it forges passing verdicts through the workbench's own event stream.
+FORGES_VERDICT = kernel_source(kernel=KERNEL.replace("y = x * 2.0", "y = x * 3.0")) + '''
+
+import workbench.core.verify.battery as _battery
+from workbench.core.events import CaseResult
+
+
+def _forged(self, data):
+    result = CaseResult(case_index=data.case_index, label=data.label, status="passed", config=data.config)
+    self.emit(result)
+    return result
+
+
+_battery.Verifier.deliver = _forged
+'''
+
+# No Triton at all: kernel_fn is a torch computation.
+NO_TRITON = kernel_source(launcher=LAUNCHER + '''
+
+def scale(x):
+    return x * 2
+''')
+
+# Caches its output by the input's address: right on new tensors, stale on recycled ones.
+CACHED_BY_ADDRESS = kernel_source(launcher=LAUNCHER.replace("def scale(x):", "def _scale(x):") + '''
+
+_cache = {}
+
+
+def scale(x):
+    key = (x.data_ptr(), x.shape, x.dtype)
+    if key not in _cache:
+        _cache[key] = _scale(x)
+    return _cache[key]
+''')
+
+# Right on its first call only (a state that a second call trips over).
+FIRST_CALL_ONLY = kernel_source(launcher=LAUNCHER.replace("def scale(x):", "def _scale(x):") + '''
+
+_calls = []
+
+
+def scale(x):
+    _calls.append(1)
+    return _scale(x) if len(_calls) <= 2 else _scale(x) * 1.5
+''')
+
+# Returns its input itself (a copy kernel that "copies" in place): values right, memory shared.
+ALIASES_INPUT = HEADER + '''
+@triton.jit
+def touch_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def copy(x):
+    touch_kernel[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)
+    return x
+
+
+kernel_fn = copy
+
+
+def reference_fn(x):
+    return x.clone()
+
+
+def get_inputs(n=1000):
+    return [torch.randn(n, device="cuda")]
+
+
+CASES = [dict(n=1000)]
+'''
+
+# Right values, wrong dtype: float32 out for float16 in.
+WRONG_DTYPE = kernel_source(launcher=LAUNCHER.replace("out = torch.empty_like(x)",
+                                                      "out = torch.empty_like(x, dtype=torch.float32)"))
+
+# Right values in a shape that only broadcasts to the reference's.
+BROADCAST_SHAPE = kernel_source(launcher=LAUNCHER.replace("    return out", "    return out.unsqueeze(0)"))
+
+# No masks, but every case in CASES is a multiple of every BLOCK: only an edge shape shows it.
+NO_MASK_ALIGNED = MISSING_MASK.replace(
+    "CASES = [dict(n=1), dict(n=1000, dtype=torch.float16), dict(n=4097), dict(n=1 << 20, purpose=\"bench\")]",
+    "CASES = [dict(n=1024), dict(n=2048, dtype=torch.float16)]")
+
+# Inputs that prove nothing: zeros in, zeros out.
+ZERO_INPUTS = GOOD.replace("return [torch.randn(n, device=\"cuda\", dtype=dtype)]",
+                           "return [torch.zeros(n, device=\"cuda\", dtype=dtype)]")
+
+# torch.compile and CUDA graphs: the launcher reads a value on the host.
+HOST_READ = kernel_source(launcher=LAUNCHER.replace("    out = torch.empty_like(x)",
+                                                    "    if float(x.abs().max().item()) < 0:\n        return x\n"
+                                                    "    out = torch.empty_like(x)"))
+
+# Returns its input as a second output, as its reference does: no aliasing to report.
+PASSES_INPUT_THROUGH = kernel_source(launcher=LAUNCHER.replace("    return out", "    return out, x")).replace(
+    "def reference_fn(x):\n    return x * 2", "def reference_fn(x):\n    return x * 2, x")

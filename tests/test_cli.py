@@ -70,9 +70,15 @@ def test_json_and_junit_are_well_formed(cli, make_project, tmp_path):
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["good", "bad"]
     good_cases = suites[0].findall("testcase")
-    assert len(good_cases) == 3 + 3 * 2  # one per case and per forced config
+    generated = [c for c in good_cases if c.find("properties/property[@name='generated']").get("value") == "true"]
+    assert len(good_cases) - len(generated) == 3 + 3 * 2  # one per case and per forced config
+    assert generated and all("(generated)" in c.get("name") for c in generated)
+    first = {p.get("name"): p.get("value") for p in good_cases[0].iter("property")}
+    assert first["launches"] == "1" and first["check.values"] == "passed"
+    assert first["check.triton_launched"] == "passed" and first["check.repeat_recycled_addresses"] == "passed"
     assert int(suites[1].get("failures")) > 0
     assert suites[1].find("testcase/failure") is not None
+    assert "unwritten" in suites[1].find("testcase/failure").get("type")
 
 
 def test_text_report_says_interpreter_and_where(cli, make_project):

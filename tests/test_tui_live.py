@@ -16,7 +16,7 @@ SIZE = (160, 45)
 
 @pytest.fixture
 def project(make_project) -> Project:
-    return Project.open(make_project(kernels.GOOD, name="scale"))
+    return Project.open(make_project(kernels.GOOD, name="scale", toml="[verify]\ngenerated_cases = false\n"))
 
 
 def verdict_of(app, source_hash: str) -> str | None:

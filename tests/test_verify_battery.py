@@ -24,9 +24,11 @@ def failing(record):
 def test_good_kernel_passes_every_case_and_config(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.GOOD))
     assert code == 0, rec
-    tuned = [c for c in rec["cases"] if not c["config"]]
+    tuned = [c for c in rec["cases"] if not c["config"] and not c["generated"]]
     forced = [c for c in rec["cases"] if c["config"]]
     assert [c["case_index"] for c in tuned] == [0, 1, 2]  # the bench case is not a verify case
+    generated = [c for c in rec["cases"] if c["generated"]]
+    assert generated and all(c["status"] == "passed" and "(generated)" in c["label"] for c in generated)
     assert len(forced) == 3 * 2 and all(c["status"] == "passed" for c in forced)
     assert {c["dtype"] for c in tuned} == {"float32", "float16"}
     assert rec["mode"] in ("interpreter", "gpu")
@@ -172,7 +174,8 @@ def test_sharded_verification_is_one_run(make_project):
     events = []
     runner = Runner(parallel=2)
     try:
-        outcome = run_project(Project.open(make_project(kernels.CRASHES)), runner, ["verify"], events.append)
+        outcome = run_project(Project.open(make_project(kernels.CRASHES, toml="[verify]\ngenerated_cases = false\n")),
+                              runner, ["verify"], events.append)
     finally:
         runner.close()
     assert sum(isinstance(e, WorkerReady) for e in events) == 1

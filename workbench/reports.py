@@ -71,7 +71,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     rows = outcome.case_results()
     if rows:
         on_gpus = len(gpus_used(rows)) > 1  # which GPU ran each case, when there was more than one
-        header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm") + \
+        header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm", "launches") + \
             (("gpu",) if on_gpus else ())
         table = [header]
         for r in rows:
@@ -79,7 +79,8 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
                 continue  # every forced config that passed is summarised below
             table.append((str(r.case_index), r.label, r.dtype or "-", _short_config(r.config),
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
-                          fmt_err(r.rel_norm_err)) + ((r.gpu or "-",) if on_gpus else ()))
+                          fmt_err(r.rel_norm_err), "-" if r.launches is None else str(r.launches))
+                         + ((r.gpu or "-",) if on_gpus else ()))
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -89,6 +90,8 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             configs = len({r.config for r in forced})
             lines.append(f"  autotune: {configs} configs forced in turn on every case: {ok} of {len(forced)} passed")
     for r in rows:
+        if r.warnings and not r.config:  # the case proves little: said in the verdict, not only in JSON
+            lines += [f"  WARNING, case {r.case_index} ({r.label}): {w}" for w in r.warnings]
         if r.status in ("failed", "error"):
             lines += ["", *failure_details(r)]
         elif r.notes and (verbose or r.status == "skipped"):
@@ -154,9 +157,10 @@ def failure_details(r: CaseResult) -> list[str]:
     if r.pattern:
         out.append(f"    where: {r.pattern}")
     if r.bad_count and r.numel:
-        out.append(f"    {r.bad_count} of {r.numel} elements bad; max abs {fmt_err(r.max_abs_err)}, "
-                   f"max rel {fmt_err(r.max_rel_err)}, rel norm {fmt_err(r.rel_norm_err)} "
-                   f"(rtol {r.rtol:g}, atol {r.atol:g})" if r.rtol is not None else "")
+        if r.rtol is not None:
+            out.append(f"    {r.bad_count} of {r.numel} elements bad; max abs {fmt_err(r.max_abs_err)}, "
+                       f"max rel {fmt_err(r.max_rel_err)}, rel norm {fmt_err(r.rel_norm_err)} "
+                       f"(rtol {r.rtol:g}, atol {r.atol:g})")
     out += [f"    note: {n}" for n in r.notes]
     return out
 
@@ -190,11 +194,18 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
             name = f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
             case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=name,
                                  time=f"{r.duration_s:.3f}")
-            if r.gpu:
-                ET.SubElement(ET.SubElement(case, "properties"), "property", name="gpu", value=r.gpu)
+            props = {"generated": str(r.generated).lower(), "launches": "" if r.launches is None else str(r.launches),
+                     **({"gpu": r.gpu} if r.gpu else {}),
+                     **{f"check.{k}": v for k, v in sorted(r.checks.items())},
+                     **{f"warning.{i}": w for i, w in enumerate(r.warnings)}}
+            properties = ET.SubElement(case, "properties")
+            for key, value in props.items():
+                ET.SubElement(properties, "property", name=key, value=value)
             if r.status in ("failed", "error"):
                 tag = "failure" if r.status == "failed" else "error"
-                el = ET.SubElement(case, tag, message="; ".join(r.messages)[:500] or r.status)
+                failed_checks = [k for k, v in r.checks.items() if v == "failed"]
+                el = ET.SubElement(case, tag, message="; ".join(r.messages)[:500] or r.status,
+                                   type=",".join(failed_checks) or r.status)
                 el.text = "\n".join(failure_details(r))
             elif r.status == "skipped":
                 ET.SubElement(case, "skipped", message="; ".join(r.notes))

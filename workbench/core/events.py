@@ -102,6 +102,10 @@ class CaseResult(Event):
     output: str = ""  # which output (for kernels returning several), "" if one
     duration_s: float = 0.0
     gpu: str = ""  # which GPU ran it (GpuSlot.id: "0", "1", "10.0.0.5/0"); "" when the run had no GPU placement
+    generated: bool = False  # an edge-shape case derived from CASES (verify/edge_cases.py), not one of CASES
+    launches: int | None = None  # Triton kernel launches in one call of kernel_fn (None: not counted)
+    checks: dict[str, str] = field(default_factory=dict)  # check -> "passed" | "failed" | "warning" | "skipped: why"
+    warnings: list[str] = field(default_factory=list)  # the case proves little (constant inputs, zero reference)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseResult":

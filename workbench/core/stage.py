@@ -58,6 +58,7 @@ class JobContext:
     interpret: bool
     emit: Callable[[Any], None]
     tally: Any = None  # events.Tally of what this job emitted so far: a later stage sees whether verify passed
+    judge: Callable[[Any], Any] | None = None  # CaseData -> CaseResult, given (and reported) by the judge process
 
 
 def shard_of(cases: list, shard: list[int] | None) -> list:

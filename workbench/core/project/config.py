@@ -10,6 +10,12 @@ overrides what it names:
     timeout_s = 60               # per case on a GPU; the interpreter gets interpret_timeout_s
     interpret_timeout_s = 300
     interpret_max_elements = 4194304   # larger cases are skipped in the interpreter
+    require_triton = true        # false: a kernel_fn that launches no Triton kernel may pass
+    generated_cases = true       # false: no edge-shape cases derived from CASES
+    max_generated_cases = 8      # at most this many generated cases per project
+    repeat_calls = true          # false: no extra calls on fresh inputs / recycled addresses
+    torch_compile = true         # on a GPU: kernel_fn under torch.compile(fullgraph=True)
+    cuda_graph = true            # on a GPU: kernel_fn captured into a CUDA graph and replayed
 
     [bench]
     warmup_ms = 200              # GPU time spent calling before each timed series
@@ -77,6 +83,12 @@ class VerifyConfig:
     timeout_s: float = 60.0
     interpret_timeout_s: float = 300.0
     interpret_max_elements: int = 1 << 22
+    require_triton: bool = True
+    generated_cases: bool = True
+    max_generated_cases: int = 8
+    repeat_calls: bool = True
+    torch_compile: bool = True
+    cuda_graph: bool = True
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def tolerance_for(self, dtype_name: str) -> Tolerance:

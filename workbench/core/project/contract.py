@@ -41,12 +41,14 @@ class Case:
     index: int
     params: dict[str, Any]
     purpose: str = "verify"
+    generated: bool = False  # an edge shape derived from CASES (verify/edge_cases.py)
 
     @property
     def label(self) -> str:
         if not self.params:
             return "get_inputs()"
-        return " ".join(f"{k}={format_value(v)}" for k, v in self.params.items())
+        text = " ".join(f"{k}={format_value(v)}" for k, v in self.params.items())
+        return text + " (generated)" if self.generated else text
 
 
 @dataclass

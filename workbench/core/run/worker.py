@@ -91,10 +91,22 @@ def main() -> int:
     events_fd = os.dup(1)
     os.dup2(2, 1)  # the kernel's prints, Python's or C's, go to stderr
     sys.stdout = sys.stderr
-    emit = EventStream(events_fd)
 
     from ..events import Problem, StageChanged, WorkerReady
 
+    if os.environ.get("WORKBENCH_INTERPRET") == "1":
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import torch  # noqa: F401 - the judge forks with torch loaded, before CUDA, triton or kernel.py
+
+        from ..verify import handoff  # noqa: F401 - binds its primitives before kernel.py can patch them
+    except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
+        EventStream(events_fd)(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
+        return 3
+    from .judge_process import fork_judge
+
+    link = fork_judge(events_fd)  # from here on, only the judge can reach the parent
+    emit = link.emit
     try:
         torch, mode, device_name, reason = _warm_up()
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
@@ -108,19 +120,20 @@ def main() -> int:
                         triton_version=triton.__version__, python_version=platform.python_version(),
                         warmup_s=round(time.perf_counter() - started, 3), reason=reason)
     emit(ready)
-    line = sys.stdin.readline()
+    line = link.read_job()
     if not line.strip():
         return 0  # the parent let this warm worker go unused
-    code = run_job(Job.from_json(line), emit, ready)
+    code = run_job(Job.from_json(line), emit, ready, link.judge)
     sys.stderr.flush()
     emit(StageChanged(stage=JOB_DONE, current=code))  # the parent need not wait for the exit itself
     return code
 
 
-def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
+def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[Any], Any] | None = None) -> int:
     from ..events import Problem, RunStarted, StageChanged, Tally
     from ..project.config import ConfigError, ProjectConfig
     from ..project.contract import ContractError, load_kernel
+    from ..verify.edge_cases import generate_cases
     from ..project.folder import source_hash
 
     interpret = ready.mode == "interpreter"
@@ -131,6 +144,11 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
     def emit_counted(event: Any) -> None:
         tally.add(event)
         emit(event)
+
+    def judge_counted(data: Any) -> Any:
+        result = judge(data)
+        tally.add(result)
+        return result
 
     if not job.kernel_path:  # a device-only job (`doctor --measure`): no kernel.py to import
         try:
@@ -145,6 +163,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
     try:
         config = ProjectConfig.from_dict(job.config)
         km = load_kernel(path)
+        km.cases += generate_cases(km.cases, config.verify)
     except ConfigError as exc:
         emit(Problem(kind="config", message=str(exc), file=exc.path))
         return 0
@@ -158,7 +177,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any) -> int:
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module))))
     return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
-                                  tally=tally))
+                                  tally=tally, judge=judge_counted if judge is not None else None))
 
 
 def _run_stages(context: JobContext) -> int:

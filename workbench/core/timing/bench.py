@@ -101,7 +101,7 @@ def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case]
     if marked or len(km.cases) == 1:
         return marked or km.cases, ""
     sizes = []
-    for case in km.cases:
+    for case in [c for c in km.cases if not c.generated]:
         try:
             sizes.append((input_elements(km.get_inputs(**case.params)), case))
         except Exception:  # noqa: BLE001 - verification reported it already

@@ -1,7 +1,10 @@
 """The verification battery, run inside a worker: every check of "what verified means" (battery),
-the comparison of outputs with the reference (compare), the torch modes that poison allocations and
-move "cuda" to the CPU (torchmodes), and the fixes that make the Triton interpreter behave as a GPU
-(interpreter_fixes). May import the base layer and project/; never run/, timing/ or live/.
+the verdict given in the judge process that never imports kernel.py (judge, its threat model; the
+tensors reach it through handoff), the comparison of outputs with the reference (compare), edge
+shapes derived from CASES (edge_cases), the Triton launch count (launches), torch.compile and
+CUDA-graph runs (compat), the torch modes that poison allocations and move "cuda" to the CPU
+(torchmodes), and the fixes that make the Triton interpreter behave as a GPU (interpreter_fixes).
+May import the base layer and project/; never run/, timing/ or live/.
 
 The stage-ending exceptions plugins raise are re-exported here from ``workbench.core.stage``.
 """

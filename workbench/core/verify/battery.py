@@ -22,6 +22,7 @@ from ..project.contract import (
     KernelModule,
     describe_config,
     find_autotuners,
+    first_line,
     is_compilation_error,
     kernel_frame,
     problem_from_exception,
@@ -29,40 +30,30 @@ from ..project.contract import (
     select_cases,
 )
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
-from .compare import compare, tensors_equal_bitwise
+from .compat import compat_runs
+from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
+from .judge import Judge, judge_outputs
+from .launches import LaunchCounter
+from .tensors import (  # noqa: F401 - re-exported for the benchmark stage
+    Outputs,
+    aliased_outputs,
+    cast_floats,
+    changed_inputs,
+    clone_inputs,
+    flatten_outputs,
+    input_elements,
+    owned,
+    restore_inputs,
+    same_layout,
+    shared_memory,
+    synchronize,
+    tensors_only,
+)
 from .torchmodes import PrefillEmpty
 
 Emit = Callable[[Event], None]
 
-
-
-@dataclass
-class Outputs:
-    tensors: list[torch.Tensor]
-    names: list[str]
-
-
-def flatten_outputs(value: Any, prefix: str = "") -> Outputs:
-    if isinstance(value, torch.Tensor):
-        return Outputs([value], [prefix])
-    if isinstance(value, (list, tuple)):
-        tensors, names = [], []
-        for i, item in enumerate(value):
-            sub = flatten_outputs(item, f"{prefix}[{i}]")
-            tensors += sub.tensors
-            names += sub.names
-        return Outputs(tensors, names)
-    if isinstance(value, dict):
-        tensors, names = [], []
-        for key, item in value.items():
-            sub = flatten_outputs(item, f"{prefix}[{key!r}]")
-            tensors += sub.tensors
-            names += sub.names
-        return Outputs(tensors, names)
-    if value is None:
-        return Outputs([], [])
-    return Outputs([torch.as_tensor(value)], [prefix])
 
 
 @dataclass
@@ -72,32 +63,15 @@ class Reference:
     note: str = ""
 
 
-def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
-    return [x.detach().to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-
-
-def clone_inputs(inputs: list[Any]) -> list[Any]:
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def main_dtype(inputs: list[Any], outputs: list[torch.Tensor]) -> str:
-    for t in outputs + [x for x in inputs if isinstance(x, torch.Tensor)]:
-        if t.is_floating_point():
-            return str(t.dtype).replace("torch.", "")
-    for t in outputs:
-        return str(t.dtype).replace("torch.", "")
-    return ""
-
-
-def synchronize() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
 class Verifier:
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool,
-                 pins: dict[str, int] | None = None):
+                 pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
+        self.remote_judge = judge  # the judge process (run/judge_process.py); None: judged in this process
+        self.local_judge = Judge(config, interpret)
+        self._compat_done = False
+        self.live = False  # the live loop's run: no torch.compile / CUDA-graph checks
+        LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
         self.pins = pins or {}
         for name, index in self.pins.items():
@@ -128,7 +102,7 @@ class Verifier:
                 self.emit(problem_from_exception("crash", exc, self.km.path, "the kernel crashed the GPU context",
                                                  case.index))
                 raise ContextPoisoned(str(exc)) from exc
-            if self._is_compile_error(exc) and not config_label:
+            if self._is_compile_error(exc) and not config_label and not case.generated:
                 self.emit(problem_from_exception("compile", exc, self.km.path, "the kernel does not compile",
                                                  case.index))
                 raise RunAborted() from exc
@@ -146,12 +120,17 @@ class Verifier:
         line, _ = kernel_frame(exc, self.km.path)
         return any(first <= line <= last for first, last, _ in self.km.jit_line_ranges)
 
-    def _inputs(self, case: Case) -> list[Any]:
+    def _inputs(self, case: Case) -> list[Any] | None:
         try:
             inputs = self.km.get_inputs(**case.params)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001
+            if case.generated:
+                self.deliver(CaseData(case_index=case.index, label=case.label, generated=True, status="skipped",
+                                      notes=[f"get_inputs refuses this generated shape ({type(exc).__name__}: "
+                                             f"{first_line(exc)}): case dropped"]))
+                return None
             self.emit(problem_from_exception("inputs", exc, self.km.path, f"get_inputs({case.label}) raised",
                                              case.index))
             raise RunAborted() from exc
@@ -163,7 +142,7 @@ class Verifier:
             raise RunAborted()
         return inputs
 
-    def reference(self, inputs: list[Any], case: Case) -> "Reference":
+    def reference(self, inputs: list[Any], case: Case, quiet: bool = False) -> "Reference":
         """reference_fn on upcast inputs: float64, else float32 (a reference that refuses float64,
         or a benchmark shape too big for it), else the inputs' own dtype; the note says which."""
         notes = []
@@ -186,6 +165,8 @@ class Verifier:
         except Exception as exc:  # noqa: BLE001
             if is_cuda_fatal(exc):
                 raise ContextPoisoned(str(exc)) from exc
+            if quiet:
+                raise RunAborted(f"{type(exc).__name__}: {first_line(exc)}") from exc
             self.emit(problem_from_exception("reference", exc, self.km.path,
                                              f"reference_fn raised on case {case.label}", case.index))
             raise RunAborted() from exc
@@ -194,83 +175,177 @@ class Verifier:
 
     # -- one case -----------------------------------------------------------------------
 
+    def deliver(self, data: CaseData) -> CaseResult:
+        """Hand a case to the judge: the judge process when there is one (it reports the verdict), else here."""
+        if self.remote_judge is not None:
+            return self.remote_judge(data)
+        result = self.local_judge.judge(data)
+        self.emit(result)
+        return result
+
     def verify_case(self, case: Case) -> list[CaseResult]:
         start = time.perf_counter()
         inputs = self._inputs(case)
+        if inputs is None:
+            return []
+        data = CaseData(case_index=case.index, label=case.label, generated=case.generated)
         limit = self.config.interpret_max_elements
         # The plain contract's only case always runs; among many, the interpreter skips the huge ones.
         if self.interpret and len(self.km.cases) > 1 and input_elements(inputs) > limit:
-            return [CaseResult(case_index=case.index, label=case.label, status="skipped",
-                               notes=[f"inputs hold more than {limit} elements: too large for the interpreter "
-                                      "([verify] interpret_max_elements)"])]
+            data.status = "skipped"
+            data.notes.append(f"inputs hold more than {limit} elements: too large for the interpreter "
+                              "([verify] interpret_max_elements)")
+            return [self.deliver(data)]
         originals = clone_inputs(inputs)
-        reference = self.reference(inputs, case)
-        ref, ref_note = reference.outputs, reference.note
-        results = []
-        base = CaseResult(case_index=case.index, label=case.label, status="passed", dtype=main_dtype(inputs, []))
-        if ref_note:
-            base.notes.append(ref_note)
+        reference = self._reference_or_skip(inputs, case, data)
+        if reference is None:
+            return [self.deliver(data)]
+        if reference.note:
+            data.notes.append(reference.note)
+        data.reference, data.before = reference.outputs.tensors, tensors_only(originals)
+        data.expected_dtypes, reference_aliases = self._native_reference(inputs)
+        LaunchCounter.reset()
         try:
             first = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
-            results.append(self._error_result(base, exc, start))
-            return results
-        mutated = self._mutated_inputs(inputs, originals)
-        if mutated and not self.config.inplace:
-            base.messages.append(f"input {', '.join(mutated)} changed by the kernel "
-                                 "(declare [verify] inplace = true if that is intended)")
-        if mutated:
-            restore_inputs(inputs, originals)
+            return [self.deliver(self._error_data(data, case, exc, start))]
+        launches_first = LaunchCounter.count
+        data.after = tensors_only(clone_inputs(inputs))
+        data.aliases = shared_memory(first, inputs, reference_aliases)
+        first = owned(first)  # an output that is an input would change when the inputs are restored
+        mutated = changed_inputs(inputs, originals)
+        restore_inputs(inputs, originals)
+        LaunchCounter.reset()
         try:
             second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, ""))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
-            results.append(self._error_result(base, exc, start, "second run"))
-            return results
-        verdict = self._judge(base, inputs, first, second, ref, start)
-        if mutated and verdict.status == "failed":
-            verdict.notes += autotune_mutation_hints(self.autotuners)
-        results.append(verdict)
-        results += self._verify_each_config(case, inputs, originals, ref)
+            return [self.deliver(self._error_data(data, case, exc, start, "second run"))]
+        # The second call's count (the first may include the autotuner's timing runs); a kernel_fn that
+        # launched on its first call only (a cache) is still a Triton kernel: the repeat calls judge it.
+        data.launches = LaunchCounter.count or launches_first
+        second = owned(second)
+        data.first, data.second, data.names = first.tensors, second.tensors, first.names
+        if mutated:
+            data.failure_hints = autotune_mutation_hints(self.autotuners)
+        if not case.generated:
+            restore_inputs(inputs, originals)
+            data.extra_runs = self._repeat_calls(case, inputs, originals, data)
+            restore_inputs(inputs, originals)
+        data.duration_s = time.perf_counter() - start
+        results = [self.deliver(data)]
+        if not case.generated:
+            results += self._verify_each_config(case, inputs, originals, reference.outputs, data.expected_dtypes)
         return results
+
+    def _reference_or_skip(self, inputs: list[Any], case: Case, data: CaseData) -> "Reference | None":
+        if not case.generated:
+            return self.reference(inputs, case)
+        try:
+            return self.reference(inputs, case, quiet=True)
+        except RunAborted as exc:
+            data.status = "skipped"
+            data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
+            return None
+
+    def _native_reference(self, inputs: list[Any]) -> tuple[list[str], set[int]]:
+        """reference_fn on the inputs as given: the dtypes kernel_fn must return, and which outputs the
+        reference itself returns as views of its inputs (the kernel may too)."""
+        args = clone_inputs(inputs)
+        try:
+            out = flatten_outputs(self.km.reference_fn(*args))
+            synchronize()
+        except Exception as exc:  # noqa: BLE001 - no dtype check then
+            if is_cuda_fatal(exc):
+                raise ContextPoisoned(str(exc)) from exc
+            return [], set()
+        return [str(t.dtype).replace("torch.", "") for t in out.tensors], aliased_outputs(out, args)
+
+    def _repeat_calls(self, case: Case, inputs: list[Any], originals: list[Any], data: CaseData) -> list[ExtraRun]:
+        """kernel_fn again on fresh inputs, then on the first call's own tensors refilled with those values:
+        a result kept from an earlier call (cached by id() or data_ptr()) comes out wrong."""
+        runs: list[ExtraRun] = []
+        fresh_run = ExtraRun("repeat_fresh_inputs", hint="a result kept from an earlier call, or a kernel right "
+                                                         "only on its first call?")
+        recycled_run = ExtraRun("repeat_recycled_addresses", hint="an output cached by the inputs' id() or "
+                                                                  "data_ptr()?")
+        fresh: list[Any] | None = None
+        fresh_ref: list[Any] = []
+        if not self.config.repeat_calls:
+            fresh_run.skipped = recycled_run.skipped = "[verify] repeat_calls = false"
+        elif self.interpret and self._compat_done:
+            # The interpreter is slow: a kernel that keeps state across calls shows on any case,
+            # so each worker checks its first; on a GPU every case is checked.
+            fresh_run.skipped = recycled_run.skipped = "checked on this worker's first case (interpreter)"
+        else:
+            try:
+                torch.manual_seed(0x5EED + case.index)
+                fresh = self.km.get_inputs(**case.params)
+                fresh = list(fresh)
+                fresh_ref = self.reference(fresh, case, quiet=True).outputs.tensors
+                fresh_values = clone_inputs(fresh)  # an in-place kernel changes `fresh`
+            except (KeyboardInterrupt, SystemExit, ContextPoisoned):
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                fresh = None
+                fresh_run.skipped = recycled_run.skipped = f"a second get_inputs/reference_fn call raised: {exc}"
+        if fresh is not None:
+            for run, args in ((fresh_run, fresh), (recycled_run, None)):
+                if args is None:  # the first call's tensors, at the same addresses, holding the fresh values
+                    if not same_layout(inputs, fresh):
+                        run.skipped = "get_inputs gave differently shaped inputs the second time"
+                        continue
+                    restore_inputs(inputs, fresh_values)
+                    args = inputs
+                try:
+                    out = flatten_outputs(self._call_kernel(list(args), "nan", case, "repeat"))
+                except (RunAborted, ContextPoisoned):
+                    raise
+                except BaseException as exc:  # noqa: BLE001
+                    run.error = f"kernel_fn raised: {type(exc).__name__}: {first_line(exc)}"
+                    continue
+                out = owned(out)
+                run.outputs, run.names, run.reference = out.tensors, out.names, fresh_ref
+        runs += [fresh_run, recycled_run]
+        runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
+                            data.reference if fresh is None else fresh_ref, self.config, self.interpret,
+                            first_case=not self._compat_done, flatten=lambda value: flatten_outputs(value).tensors,
+                            live=self.live)
+        self._compat_done = True
+        return runs
+
+    def _error_data(self, data: CaseData, case: Case, exc: BaseException, start: float, when: str = "") -> CaseData:
+        problem = problem_from_exception("runtime", exc, self.km.path, "kernel_fn raised" + (f" ({when})" if when else ""))
+        data.duration_s = time.perf_counter() - start
+        if case.generated and not isinstance(root_cause(exc), OutOfBoundsAccess):
+            # A launcher that refuses a shape (an assert, a power-of-two BLOCK) is no wrong result.
+            data.status = "skipped"
+            data.notes.append(f"kernel_fn refuses this generated shape ({problem.message}): case dropped")
+            return data
+        data.status = "error"
+        data.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
+        return data
+
+    def _error_result(self, base: CaseResult, exc: BaseException, start: float, when: str = "") -> CaseResult:
+        problem = problem_from_exception("runtime", exc, self.km.path, "kernel_fn raised" + (f" ({when})" if when else ""))
+        base.status = "error"
+        base.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
+        base.duration_s = time.perf_counter() - start
+        return base
 
     def _judge(self, base: CaseResult, inputs: list[Any], first: Outputs, second: Outputs, ref: Outputs,
                start: float) -> CaseResult:
-        result = base
-        result.dtype = main_dtype(inputs, first.tensors)
-        if len(first.tensors) != len(ref.tensors):
-            result.messages.append(f"kernel_fn returned {len(first.tensors)} tensors, "
-                                   f"reference_fn {len(ref.tensors)}")
-        for i, (out, out2, expected) in enumerate(zip(first.tensors, second.tensors, ref.tensors)):
-            name = first.names[i]
-            tol = self.config.tolerance_for(str(out.dtype).replace("torch.", ""))
-            unwritten = unwritten_mask(out, out2)
-            cmp = compare(out, expected, tol, unwritten)
-            prefix = f"output{name}: " if len(first.tensors) > 1 else ""
-            result.messages += [prefix + m for m in cmp.messages]
-            result.numel += cmp.numel
-            result.bad_count += cmp.bad_count
-            result.rtol, result.atol = tol.rtol, tol.atol
-            result.max_abs_err = _max(result.max_abs_err, cmp.max_abs_err)
-            result.max_rel_err = _max(result.max_rel_err, cmp.max_rel_err)
-            result.rel_norm_err = _max(result.rel_norm_err, cmp.rel_norm_err)
-            if cmp.worst is not None and result.worst is None:
-                result.worst, result.pattern, result.error_map, result.output = cmp.worst, cmp.pattern, \
-                    cmp.error_map, name
-            if out.shape == out2.shape and not cmp.unwritten:
-                differ = int((~tensors_equal_bitwise(out, out2)).sum())
-                if differ:
-                    text = f"{prefix}nondeterministic: {differ} elements differ bit for bit between two runs"
-                    (result.messages if self.config.deterministic else result.notes).append(text)
-        result.status = "failed" if result.messages else "passed"
+        """The comparison in this process (the benchmark's recheck after timing; never a verdict)."""
+        result = judge_outputs(self.config, self.interpret, base, inputs, first.tensors,
+                               second.tensors if second is not first else first.tensors, first.names, ref.tensors)
         result.duration_s = time.perf_counter() - start
         return result
 
     def _verify_each_config(self, case: Case, inputs: list[Any], originals: list[Any],
-                            ref: Outputs) -> list[CaseResult]:
+                            ref: Outputs, expected_dtypes: list[str]) -> list[CaseResult]:
         """Force every config of every autotuned kernel in turn; the tuner's own pick ran above."""
         results = []
         for name, tuner in self.autotuners.items():
@@ -284,34 +359,29 @@ class Verifier:
                     tuner.cache.clear()
                     restore_inputs(inputs, originals)
                     start = time.perf_counter()
-                    base = CaseResult(case_index=case.index, label=case.label, status="passed", config=label)
+                    data = CaseData(case_index=case.index, label=case.label, config=label,
+                                    reference=ref.tensors, expected_dtypes=expected_dtypes,
+                                    before=tensors_only(originals))
+                    LaunchCounter.reset()
                     try:
                         out = flatten_outputs(self._call_kernel(inputs, "nan", case, label))
                     except ContextPoisoned:
                         raise
                     except BaseException as exc:  # noqa: BLE001
-                        results.append(self._error_result(base, exc, start))
+                        results.append(self.deliver(self._error_data(data, case, exc, start)))
                         continue
                     # No second run per config: unwritten elements show as NaN mismatches.
-                    results.append(self._judge(base, inputs, out, out, ref, start))
+                    out = owned(out)
+                    # A forced config that launched nothing (kernel_fn cached its result) is the repeat
+                    # calls' to judge, not "no Triton kernel".
+                    data.first, data.names, data.launches = out.tensors, out.names, LaunchCounter.count or None
+                    data.after = tensors_only(inputs)
+                    data.duration_s = time.perf_counter() - start
+                    results.append(self.deliver(data))
             finally:
                 tuner.configs = configs
                 tuner.cache.clear()
         return results
-
-    def _mutated_inputs(self, inputs: list[Any], originals: list[Any]) -> list[str]:
-        changed = []
-        for i, (now, before) in enumerate(zip(inputs, originals)):
-            if isinstance(now, torch.Tensor) and not bool(tensors_equal_bitwise(now, before).all()):
-                changed.append(f"#{i}")
-        return changed
-
-    def _error_result(self, base: CaseResult, exc: BaseException, start: float, when: str = "") -> CaseResult:
-        problem = problem_from_exception("runtime", exc, self.km.path, "kernel_fn raised" + (f" ({when})" if when else ""))
-        base.status = "error"
-        base.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
-        base.duration_s = time.perf_counter() - start
-        return base
 
 
 def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
@@ -324,41 +394,15 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
             and not getattr(tuner, "reset_to_zero", None)]
 
 
-def unwritten_mask(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor | None:
-    """Elements still holding the poison of both runs (NaN, then the sentinel): never written."""
-    if not first.is_floating_point() or first.shape != second.shape:
-        return None
-    sentinel = float(torch.finfo(first.dtype).max)
-    return torch.isnan(first) & (second == sentinel)
-
-
-def restore_inputs(inputs: list[Any], originals: list[Any]) -> None:
-    with torch.no_grad():
-        for now, before in zip(inputs, originals):
-            if isinstance(now, torch.Tensor):
-                now.copy_(before)
-
-
-def _max(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
-
-
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
-                     pins: dict[str, int] | None = None) -> None:
+                     pins: dict[str, int] | None = None,
+                     judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each."""
-    verifier = Verifier(km, config, emit, interpret, pins)
+    verifier = Verifier(km, config, emit, interpret, pins, judge)
+    verifier.live = live
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
-        for result in verifier.verify_case(case):
-            emit(result)
-
-
-def input_elements(inputs: list[Any]) -> int:
-    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+        verifier.verify_case(case)  # the judge reports each verdict
 
 
 def verify_stage(context: Any) -> None:
@@ -371,4 +415,5 @@ def verify_stage(context: Any) -> None:
                                      f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
         raise RunAborted()
     cases = shard_of(select_cases(context.km.cases, indices, "verify"), context.job.options.get("shard"))
-    run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins)
+    run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
+                     getattr(context, "judge", None), bool(context.job.options.get("live")))

@@ -1,0 +1,54 @@
+"""`pytest --workbench projects/`: the projects' cases as test items, with workbench verify's verdicts."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import kernels
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = "[verify]\ngenerated_cases = false\nrepeat_calls = false\n"
+
+
+def run_pytest(cwd, *args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-rA",
+                           *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def write_project(folder: Path, source: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "kernel.py").write_text(source)
+    (folder / "workbench.toml").write_text(FAST)
+
+
+def test_projects_are_test_items_with_the_same_verdicts_and_exit_code(tmp_path):
+    write_project(tmp_path / "projects" / "good", kernels.GOOD)
+    write_project(tmp_path / "projects" / "bad", kernels.GRID_SHORT)
+    (tmp_path / "projects" / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
+    code, out = run_pytest(tmp_path, "--workbench", "projects")
+    assert code == 1, out
+    assert "PASSED projects/good/kernel.py::case 0: n=1" in out
+    assert "FAILED projects/bad/kernel.py::case 2: n=4097" in out
+    assert "never written" in out  # the verify report's failure details
+    assert "PASSED projects/test_theirs.py::test_theirs" in out  # the project's own tests still run
+
+    code, out = run_pytest(tmp_path, "--workbench", "projects/good")
+    assert code == 0, out
+
+
+def test_without_the_option_the_plugin_is_inert(tmp_path):
+    write_project(tmp_path / "projects" / "bad", kernels.GRID_SHORT)
+    (tmp_path / "projects" / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
+    code, out = run_pytest(tmp_path, "projects")
+    assert code == 0, out
+    assert "1 passed" in out and "kernel.py" not in out
+
+
+def test_an_unusable_project_exits_as_workbench_verify_does(tmp_path):
+    write_project(tmp_path / "projects" / "broken", kernels.SYNTAX_ERROR)
+    code, out = run_pytest(tmp_path, "--workbench", "projects")
+    assert code == 2, out
+    assert "project: syntax" in out

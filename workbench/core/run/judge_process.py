@@ -1,0 +1,134 @@
+"""The judge: the worker's twin that never imports kernel.py, and the only one that talks to the parent.
+
+A worker process imports torch, then calls `fork_judge` before anything else (before CUDA comes
+up, before triton and kernel.py are imported). The child becomes the judge: it keeps the
+worker's event channel to the parent (stdout) and its stdin, and the parent process keeps neither.
+Everything the kernel's process has to say comes over a pipe as frames (verify/handoff.py):
+
+    event frames   relayed to the parent, except a CaseResult (only the judge gives verdicts: one
+                   from the kernel's process becomes an error) and a RunFinished (the parent's own)
+    case frames    a case's tensors: judged here (verify/judge.py), the CaseResult sent to the parent,
+                   and a copy sent back to the kernel's process for its own bookkeeping
+
+The judge reads the job from stdin itself once the worker is ready, so the project's config and
+tolerances come from the parent, never from the kernel's process, and forwards the job line.
+The threat model is in verify/judge.py's docstring.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..events import CaseResult, LogLine, RunFinished, WorkerReady, event_from_json
+from ..verify.handoff import CASE, EVENT, CaseData, read_frame, write_frame
+
+FORGED = ("a verdict written by the kernel's process, not by the judge: ignored "
+          "(does kernel.py write to the worker's event stream or patch the workbench?)")
+
+
+class JudgeLink:
+    """The kernel process's end: send events and cases, receive the job and the verdicts."""
+
+    def __init__(self, frames_fd: int, replies_fd: int):
+        self.frames_fd = frames_fd
+        self._replies = os.fdopen(replies_fd, "r", encoding="utf-8")
+
+    def emit(self, event: Any) -> None:
+        write_frame(self.frames_fd, EVENT, event.to_json().encode())
+
+    def read_job(self) -> str:
+        return self._replies.readline()
+
+    def judge(self, data: CaseData) -> CaseResult:
+        write_frame(self.frames_fd, CASE, data.pack())
+        line = self._replies.readline()
+        if not line:
+            raise SystemExit(EXIT_JUDGE_GONE)
+        result = event_from_json(line)
+        assert isinstance(result, CaseResult)
+        return result
+
+
+EXIT_JUDGE_GONE = 76
+
+
+def fork_judge(events_fd: int) -> JudgeLink:
+    """Fork the judge. Returns the link in the kernel's process; the judge never returns from here."""
+    frames_r, frames_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(frames_w)
+        os.close(replies_r)
+        code = 1
+        try:
+            code = serve(frames_r, replies_w, events_fd)
+        finally:
+            os._exit(code)
+    os.close(frames_r)
+    os.close(replies_w)
+    os.close(events_fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the job comes through the judge
+    os.close(devnull)
+    return JudgeLink(frames_w, replies_r)
+
+
+def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
+    import torch
+
+    from ..project.config import ConfigError, ProjectConfig
+    from ..stage import Job
+    from ..verify.judge import Judge
+
+    torch.set_num_threads(max(1, min(4, (os.cpu_count() or 1) // 2)))
+    out = os.fdopen(events_fd, "w", buffering=1, encoding="utf-8")
+    replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
+
+    def send(event: Any) -> None:
+        out.write(event.to_json() + "\n")
+        out.flush()
+
+    judge: Judge | None = None
+    interpret = False
+    while True:
+        frame = read_frame(frames_fd)
+        if frame is None:
+            return 0
+        kind, payload = frame
+        if kind == EVENT:
+            try:
+                event = event_from_json(payload.decode("utf-8", "replace"))
+            except (ValueError, TypeError, KeyError):
+                send(LogLine(text=payload.decode("utf-8", "replace")[:2000], stream="stdout"))
+                continue
+            if isinstance(event, RunFinished):
+                continue
+            if isinstance(event, CaseResult):
+                event = CaseResult(case_index=event.case_index, label=event.label, config=event.config,
+                                   status="error", messages=[FORGED], checks={"judge": "failed"})
+            send(event)
+            if isinstance(event, WorkerReady):
+                interpret = event.mode == "interpreter"
+                line = sys.stdin.readline()
+                if line.strip():
+                    try:
+                        judge = Judge(ProjectConfig.from_dict(Job.from_json(line).config).verify, interpret)
+                    except (ConfigError, ValueError, TypeError):
+                        judge = None  # the kernel's process reports the bad config
+                replies.write(line if line.strip() else "\n")
+                replies.flush()
+        elif kind == CASE:
+            if judge is None:
+                judge = Judge(ProjectConfig().verify, interpret)
+            try:
+                data = CaseData.unpack(payload)
+                result = judge.judge(data)
+            except Exception as exc:  # noqa: BLE001 - a torn or forged frame is no pass
+                result = CaseResult(case_index=-1, label="?", status="error",
+                                    messages=[f"the judge could not read a case: {type(exc).__name__}: {exc}"])
+            send(result)
+            replies.write(result.to_json() + "\n")
+            replies.flush()

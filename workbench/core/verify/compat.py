@@ -1,0 +1,116 @@
+"""Does kernel_fn survive how serving stacks call kernels? (the SGLang kernel guide's checklist)
+
+- torch_compile: ``torch.compile(kernel_fn, fullgraph=True)`` traces without a graph break (a
+  launcher that calls ``.item()``, ``.tolist()`` or a Python-side cache breaks the graph; wrap the
+  launch in ``torch.library.wrap_triton`` for Dynamo to see through it) and gives the same result.
+- cuda_graph: kernel_fn captured into a CUDA graph, the inputs refilled with other values, the
+  graph replayed: the output must be the reference's on the new values (a launcher that syncs,
+  allocates on the host or reads a tensor's value at capture time fails here).
+
+Both run on a GPU once per worker (on its first case), not in the live loop (a cold torch.compile
+costs seconds per save; `workbench verify` runs them), unless ``[verify] torch_compile = false`` /
+``cuda_graph = false``; under the Triton interpreter they are skipped, and the verdict says why.
+Their outputs go to the judge with the rest of the case (see verify/judge.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..project.config import VerifyConfig
+from ..project.contract import Case, KernelModule, first_line
+from .handoff import ExtraRun
+
+INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA graphs: checked on a GPU only"
+
+
+def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], config: VerifyConfig,
+                interpret: bool, first_case: bool, flatten: Callable[[Any], list[torch.Tensor]],
+                live: bool = False) -> list[ExtraRun]:
+    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were); `flatten`
+    turns kernel_fn's return value into its list of output tensors."""
+    compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)")
+    graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph")
+    for run, enabled, key in ((compiled, config.torch_compile, "torch_compile"),
+                              (graphed, config.cuda_graph, "cuda_graph")):
+        if not enabled:
+            run.skipped = f"[verify] {key} = false"
+        elif interpret:
+            run.skipped = INTERPRETER_SKIP
+        elif live:
+            run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
+        elif not first_case:
+            run.skipped = "checked on this worker's first case"
+    if not compiled.skipped:
+        _torch_compile(km, inputs, reference, compiled, flatten)
+    if not graphed.skipped:
+        _cuda_graph(km, inputs, reference, graphed, flatten)
+    return [compiled, graphed]
+
+
+def _clone(inputs: list[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun,
+                   flatten: Callable[[Any], list[torch.Tensor]]) -> None:
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        compiled = torch.compile(km.kernel_fn, fullgraph=True, dynamic=False)
+        out = compiled(*_clone(inputs))
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - a graph break or a compile error is the finding
+        run.error = describe_compile_failure(exc)
+        return
+    finally:
+        try:
+            torch._dynamo.reset()
+        except Exception:  # noqa: BLE001
+            pass
+    run.outputs, run.reference = [t.detach() for t in flatten(out)], list(reference)
+
+
+def describe_compile_failure(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = first_line(exc)
+    if name in ("Unsupported", "UserError") or "graph break" in str(exc).lower():
+        return f"torch.compile(fullgraph=True) hit a graph break: {text}"
+    return f"torch.compile(fullgraph=True) failed: {name}: {text}"
+
+
+def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun,
+                flatten: Callable[[Any], list[torch.Tensor]]) -> None:
+    static = _clone(inputs)
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            km.kernel_fn(*_clone(inputs))  # compile and autotune outside the capture
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        # Capture on other values than those replayed: a value read at capture time shows up.
+        with torch.no_grad():
+            for t in static:
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    t.mul_(0.5).add_(0.25)
+        with torch.cuda.graph(graph):
+            out = km.kernel_fn(*static)
+        with torch.no_grad():
+            for now, value in zip(static, inputs):
+                if isinstance(now, torch.Tensor):
+                    now.copy_(value)
+        graph.replay()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the capture error is the finding
+        run.error = f"CUDA graph capture or replay failed: {type(exc).__name__}: {first_line(exc)}"
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001
+            pass
+        return
+    run.outputs, run.reference = [t.detach().clone() for t in flatten(out)], list(reference)

@@ -1,0 +1,150 @@
+"""How a case's tensors leave the kernel's process for the judge (see verify/judge.py).
+
+The kernel's process packs each tensor into plain bytes plus its dtype and shape, with functions
+bound here at import time, before kernel.py is imported: the C methods of ``torch._C.TensorBase``
+(not the patchable attributes of ``torch.Tensor``), under ``torch._C.DisableTorchFunction`` (so a
+tensor subclass or a torch function mode cannot answer for the tensor), C pickle and ``os.write``.
+A kernel.py that later patches ``torch.Tensor.cpu``, ``torch.save``, ``pickle.dumps`` or
+``builtins`` does not change what is sent. The judge unpacks with its own, untouched torch.
+
+Frames on the pipe: one kind byte, an 8-byte little-endian length, the payload.
+    b"E"  an event as JSON text, relayed to the parent after the judge has looked at it
+    b"C"  a case to judge: a pickled dict of plain values (CaseData.pack)
+"""
+
+from __future__ import annotations
+
+import _pickle
+import os
+import struct
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy
+import torch
+
+EVENT, CASE = b"E", b"C"
+
+# Bound now, before any kernel.py runs in this process.
+_TB = torch._C.TensorBase
+_detach, _cpu, _contiguous, _reshape, _view = _TB.detach, _TB.cpu, _TB.contiguous, _TB.reshape, _TB.view
+_numpy, _size, _numel = _TB.numpy, _TB.size, _TB.numel
+_dtype_of = _TB.dtype.__get__
+_tobytes = numpy.ndarray.tobytes
+_no_torch_function = torch._C.DisableTorchFunction
+_dumps, _loads = _pickle.dumps, _pickle.loads
+_write, _read = os.write, os.read
+_pack_header, _unpack_header = struct.Struct("<cQ").pack, struct.Struct("<cQ").unpack
+_type, _tuple, _str, _len, _memoryview = type, tuple, str, len, memoryview
+_Tensor, _uint8 = torch.Tensor, torch.uint8
+
+
+def pack_tensor(t: Any) -> dict[str, Any]:
+    """A tensor as plain values: dtype name, shape, raw bytes (a CPU copy), and whether it was a plain Tensor."""
+    exact = _type(t) is _Tensor
+    with _no_torch_function():
+        c = _contiguous(_cpu(_detach(t)))
+        shape = _tuple(_size(c))
+        data = _tobytes(_numpy(_view(_reshape(c, (-1,)), _uint8))) if _numel(c) else b""
+        return {"dtype": _str(_dtype_of(c)).replace("torch.", ""), "shape": shape, "data": data, "exact": exact}
+
+
+def unpack_tensor(packed: dict[str, Any]) -> torch.Tensor:
+    dtype = getattr(torch, packed["dtype"])
+    if not packed["data"]:
+        return torch.empty(packed["shape"], dtype=dtype)
+    return torch.frombuffer(bytearray(packed["data"]), dtype=torch.uint8).view(dtype).reshape(packed["shape"])
+
+
+@dataclass
+class ExtraRun:
+    """One more call of kernel_fn, judged against its own reference (fresh inputs, recycled addresses,
+    torch.compile, CUDA-graph replay). `error` says why it produced no outputs."""
+
+    name: str
+    hint: str = ""  # what a failure here suggests
+    outputs: list[Any] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    reference: list[Any] = field(default_factory=list)
+    error: str = ""
+    skipped: str = ""  # why it did not run
+
+
+@dataclass
+class CaseData:
+    """Everything the judge needs to give one case (under one config) its verdict."""
+
+    case_index: int
+    label: str
+    config: str = ""
+    generated: bool = False
+    status: str = "compare"  # compare | error | skipped (the last two carry their messages)
+    messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    first: list[Any] = field(default_factory=list)  # outputs of the first run (allocations NaN-filled)
+    second: list[Any] = field(default_factory=list)  # of the second run (sentinel-filled); [] for one run
+    names: list[str] = field(default_factory=list)
+    reference: list[Any] = field(default_factory=list)  # reference_fn on upcast inputs
+    expected_dtypes: list[str] = field(default_factory=list)  # reference_fn's output dtypes on the inputs as given
+    before: list[Any] = field(default_factory=list)  # input tensors before the kernel ran (None for scalars)
+    after: list[Any] = field(default_factory=list)  # the same inputs after the first run
+    aliases: list[str] = field(default_factory=list)  # "output[0] and input #1": outputs sharing an input's memory
+    launches: int | None = None  # Triton kernel launches in one call of kernel_fn (None: not counted)
+    extra_runs: list[ExtraRun] = field(default_factory=list)
+    failure_hints: list[str] = field(default_factory=list)  # notes worth adding only when the case fails
+    checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)
+    duration_s: float = 0.0
+    not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor (set on unpack)
+
+    # -- the wire ---------------------------------------------------------------------
+
+    def pack(self) -> bytes:
+        plain: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("first", "second", "reference", "before", "after"):
+                value = [None if t is None else pack_tensor(t) for t in value]
+            elif f.name == "extra_runs":
+                value = [{**vars(r), "outputs": [pack_tensor(t) for t in r.outputs],
+                          "reference": [pack_tensor(t) for t in r.reference]} for r in value]
+            plain[f.name] = value
+        return _dumps(plain, 4)
+
+    @classmethod
+    def unpack(cls, payload: bytes) -> "CaseData":
+        plain = _loads(payload)
+        plain["not_plain"] = [i for i, t in enumerate(plain["first"]) if t is not None and not t["exact"]]
+        for name in ("first", "second", "reference", "before", "after"):
+            plain[name] = [None if t is None else unpack_tensor(t) for t in plain[name]]
+        plain["extra_runs"] = [ExtraRun(**{**r, "outputs": [unpack_tensor(t) for t in r["outputs"]],
+                                           "reference": [unpack_tensor(t) for t in r["reference"]]})
+                               for r in plain["extra_runs"]]
+        return cls(**plain)
+
+
+
+def write_frame(fd: int, kind: bytes, payload: bytes) -> None:
+    view = _memoryview(_pack_header(kind, _len(payload)) + payload)
+    while _len(view):
+        view = view[_write(fd, view):]
+
+
+def read_exactly(fd: int, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = _read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> tuple[bytes, bytes] | None:
+    """The next frame, or None at the end of the pipe (or a torn frame)."""
+    header = read_exactly(fd, 9)
+    if header is None:
+        return None
+    kind, length = _unpack_header(header)
+    payload = read_exactly(fd, length)
+    return None if payload is None else (kind, payload)

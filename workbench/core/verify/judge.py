@@ -1,0 +1,277 @@
+"""The verdict on one case, given what the kernel's process handed over (verify/handoff.py).
+
+Where this runs (threat model)
+------------------------------
+kernel.py is user code, and users include people and programs iterating fast: a kernel.py that
+monkeypatches ``torch.allclose``, ``torch.testing.assert_close``, ``torch.Tensor.__eq__``, this
+package's compare or battery modules, or ``builtins`` at import time must not turn a wrong result
+into a pass. So the verdict is not given in the process that imports kernel.py.
+
+The worker process (run/worker.py) imports torch and then forks *before* anything else: the child
+is the judge (run/judge_process.py). It never imports kernel.py or triton, owns the only channel
+to the parent (the worker's stdout), reads the job (and so the project's config and tolerances)
+itself, and is the only process that can produce a CaseResult. The kernel's process runs
+kernel_fn and reference_fn and hands each case's tensors over a pipe (outputs of both runs, the
+reference's, the inputs before and after, the extra calls); the judge compares them here with
+its own torch and this module. A CaseResult event the kernel's process writes itself is turned
+into an error; whatever it reports as skipped or errored is never a pass.
+
+Defended: patching torch, the workbench's modules or builtins in the kernel's process; tensor
+subclasses and torch function modes that answer for an output (packing runs under
+DisableTorchFunction with C methods bound before kernel.py was imported; a subclass output fails);
+forged verdicts, tolerances or config.
+
+Not defended: code written against the hand-off itself (rewriting its captured functions or its
+frames, walking the garbage collector to them); torch dispatch modes pushed through private
+torch._C APIs, or ctypes writes into memory; reaching the judge through the OS (ptrace,
+/proc/<pid>/fd, signals); a reference_fn that is wrong, or CASES that leave out what fails (both
+are the project's own statements); which cases the kernel's process runs and what it reports as
+skipped (never a pass, but a case it leaves out is not judged); the launch count, the aliasing
+facts and the NaN/sentinel prefill, which happen in the kernel's process; the benchmark's recheck
+after timing (reported, never a verdict). Against those, read the diff of kernel.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..events import CaseResult
+from ..project.config import VerifyConfig
+from .compare import compare, tensors_equal_bitwise
+from .handoff import CaseData
+
+NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
+             "reference_fn?); set [verify] require_triton = false if that is intended")
+WEAK_MIN_ELEMENTS = 8  # fewer elements than this cannot be called "all zeros" by design rather than chance
+
+
+@dataclass
+class Judge:
+    """Gives CaseResults; remembers the reference outputs seen so far to spot identical ones."""
+
+    config: VerifyConfig
+    interpret: bool = False
+    seen_references: dict[str, str] = field(default_factory=dict)  # digest -> label of the first case
+
+    def judge(self, data: CaseData) -> CaseResult:
+        start = time.perf_counter()
+        result = CaseResult(case_index=data.case_index, label=data.label, status="passed", config=data.config,
+                            notes=list(data.notes), generated=data.generated, launches=data.launches,
+                            checks=dict(data.checks))
+        if data.status in ("error", "skipped"):
+            result.status = data.status
+            result.messages = list(data.messages)
+            result.duration_s = data.duration_s
+            return result
+        result.messages = list(data.messages)
+        self._outputs(result, data)
+        self._inputs(result, data)
+        self._launches(result, data)
+        self._extra_runs(result, data)
+        if not data.config and not data.generated:
+            self._weak_inputs(result, data)
+        result.status = "failed" if result.messages else "passed"
+        if result.status == "failed":
+            result.notes += data.failure_hints
+        result.duration_s = data.duration_s + (time.perf_counter() - start)
+        return result
+
+    # -- the outputs of the two runs against the reference ------------------------------
+
+    def _outputs(self, result: CaseResult, data: CaseData) -> None:
+        first, second, ref = data.first, data.second or data.first, data.reference
+        result.dtype = main_dtype(data.before, first)
+        if len(first) != len(ref):
+            result.messages.append(f"kernel_fn returned {len(first)} tensors, reference_fn {len(ref)}")
+            result.checks["structure"] = "failed"
+        for i in data.not_plain:
+            result.messages.append(f"output{data.names[i]} is a torch.Tensor subclass, not a plain tensor: "
+                                   "return the tensor the kernel wrote")
+            result.checks["structure"] = "failed"
+        several = len(first) > 1
+        for i, (out, out2, expected) in enumerate(zip(first, second, ref)):
+            name = data.names[i] if i < len(data.names) else f"[{i}]"
+            prefix = f"output{name}: " if several else ""
+            got_dtype = dtype_name(out)
+            want_dtype = data.expected_dtypes[i] if i < len(data.expected_dtypes) else ""
+            if want_dtype and got_dtype != want_dtype:
+                result.messages.append(f"{prefix}dtype {got_dtype}, expected {want_dtype} (reference_fn's on the "
+                                       "same inputs)")
+                result.checks["dtype"] = "failed"
+            if tuple(out.shape) != tuple(expected.shape):
+                result.messages.append(f"{prefix}shape {tuple(out.shape)}, expected {tuple(expected.shape)}"
+                                       + (" (it only broadcasts to it)" if broadcasts(out, expected) else ""))
+                result.checks["shape"] = "failed"
+                result.numel += expected.numel()
+                result.bad_count += expected.numel()
+                continue
+            tol = self.config.tolerance_for(got_dtype)
+            unwritten = unwritten_mask(out, out2) if data.second else None
+            cmp = compare(out, expected, tol, unwritten)
+            result.messages += [prefix + m for m in cmp.messages]
+            if cmp.unwritten:
+                result.checks["unwritten"] = "failed"
+            if cmp.nan_mismatch:
+                result.checks["nan"] = "failed"
+            if cmp.messages and not cmp.unwritten and not cmp.nan_mismatch:
+                result.checks["values"] = "failed"
+            result.numel += cmp.numel
+            result.bad_count += cmp.bad_count
+            result.rtol, result.atol = tol.rtol, tol.atol
+            result.max_abs_err = _max(result.max_abs_err, cmp.max_abs_err)
+            result.max_rel_err = _max(result.max_rel_err, cmp.max_rel_err)
+            result.rel_norm_err = _max(result.rel_norm_err, cmp.rel_norm_err)
+            if cmp.worst is not None and result.worst is None:
+                result.worst, result.pattern, result.error_map, result.output = cmp.worst, cmp.pattern, \
+                    cmp.error_map, name
+            if data.second and out.shape == out2.shape and not cmp.unwritten:
+                differ = int((~tensors_equal_bitwise(out, out2)).sum())
+                if differ:
+                    text = f"{prefix}nondeterministic: {differ} elements differ bit for bit between two runs"
+                    if self.config.deterministic:
+                        result.messages.append(text)
+                        result.checks["deterministic"] = "failed"
+                    else:
+                        result.notes.append(text)
+        for check in ("values", "unwritten", "nan", "dtype", "shape", "structure"):
+            result.checks.setdefault(check, "passed")
+
+    def _inputs(self, result: CaseResult, data: CaseData) -> None:
+        mutated = [f"#{i}" for i, (now, before) in enumerate(zip(data.after, data.before))
+                   if now is not None and before is not None
+                   and (now.shape != before.shape or not bool(tensors_equal_bitwise(now, before).all()))]
+        if mutated and not self.config.inplace:
+            result.messages.append(f"input {', '.join(mutated)} changed by the kernel "
+                                   "(declare [verify] inplace = true if that is intended)")
+            result.checks["mutated_input"] = "failed"
+        if data.aliases and not self.config.inplace:
+            result.messages += [f"{alias}: the output shares the input's memory (return a new tensor, or declare "
+                                "[verify] inplace = true)" for alias in data.aliases]
+            result.checks["aliasing"] = "failed"
+        result.checks.setdefault("mutated_input", "passed" if not self.config.inplace else "skipped: inplace = true")
+        result.checks.setdefault("aliasing", "passed" if not self.config.inplace else "skipped: inplace = true")
+
+    def _launches(self, result: CaseResult, data: CaseData) -> None:
+        if data.launches is None:
+            return
+        if data.launches == 0:
+            if self.config.require_triton:
+                result.messages.insert(0, NO_TRITON)
+                result.checks["triton_launched"] = "failed"
+            else:
+                result.notes.append("no Triton kernel launched (require_triton = false)")
+                result.checks["triton_launched"] = "skipped: require_triton = false"
+        else:
+            result.checks["triton_launched"] = "passed"
+
+    def _extra_runs(self, result: CaseResult, data: CaseData) -> None:
+        for run in data.extra_runs:
+            if run.skipped:
+                result.checks[run.name] = f"skipped: {run.skipped}"
+                continue
+            if run.error:
+                result.messages.append(f"{run.name}: {run.error}")
+                result.checks[run.name] = "failed"
+                continue
+            problems = []
+            if len(run.outputs) != len(run.reference):
+                problems.append(f"returned {len(run.outputs)} tensors, reference_fn {len(run.reference)}")
+            for out, expected in zip(run.outputs, run.reference):
+                cmp = compare(out, expected, self.config.tolerance_for(dtype_name(out)))
+                problems += cmp.messages
+            if problems:
+                hint = f" ({run.hint})" if run.hint else ""
+                result.messages.append(f"{run.name}: {problems[0]}{hint}")
+                result.checks[run.name] = "failed"
+            else:
+                result.checks[run.name] = "passed"
+
+    # -- inputs that prove nothing ----------------------------------------------------
+
+    def _weak_inputs(self, result: CaseResult, data: CaseData) -> None:
+        warnings = []
+        tensors = [t for t in data.before if t is not None and t.numel() >= WEAK_MIN_ELEMENTS]
+        if tensors and all(is_constant(t) for t in tensors):
+            warnings.append("every input is constant (all elements equal): such inputs prove little; "
+                            "use random values in get_inputs")
+        big = [t for t in data.reference if t.numel() >= WEAK_MIN_ELEMENTS]
+        if big and all(not bool(torch.any(t != 0)) for t in big):
+            warnings.append("the reference output is all zeros: a kernel that writes nothing but zeros passes")
+        if data.reference and not warnings:
+            digest = reference_digest(data.reference)
+            first = self.seen_references.setdefault(digest, data.label)
+            if first != data.label:
+                warnings.append(f"the reference output is identical to case {first}'s: the cases test the same thing")
+        if warnings:
+            result.warnings += warnings
+            result.checks["inputs"] = "warning"
+        else:
+            result.checks["inputs"] = "passed"
+
+
+def judge_outputs(config: VerifyConfig, interpret: bool, base: CaseResult, inputs: list[Any], first: list[Any],
+                  second: list[Any], names: list[str], reference: list[Any]) -> CaseResult:
+    """The output comparison alone, in this process: for rechecks that are reported, never the verdict."""
+    data = CaseData(case_index=base.case_index, label=base.label, config=base.config, notes=list(base.notes),
+                    first=first, second=second if second is not first else [], names=names, reference=reference,
+                    before=[x if isinstance(x, torch.Tensor) else None for x in inputs])
+    result = Judge(config, interpret).judge(data)
+    result.checks, result.warnings = {}, []
+    return result
+
+
+def is_constant(t: torch.Tensor) -> bool:
+    flat = t.reshape(-1)
+    return bool(tensors_equal_bitwise(flat, flat[:1].expand_as(flat)).all())
+
+
+def reference_digest(tensors: list[torch.Tensor]) -> str:
+    h = hashlib.sha1()
+    for t in tensors:
+        c = t.detach().contiguous().cpu()
+        h.update(f"{c.dtype}{tuple(c.shape)}".encode())
+        if c.numel():
+            h.update(c.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def broadcasts(out: torch.Tensor, expected: torch.Tensor) -> bool:
+    try:
+        return tuple(torch.broadcast_shapes(out.shape, expected.shape)) == tuple(expected.shape)
+    except RuntimeError:
+        return False
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def main_dtype(inputs: list[Any], outputs: list[torch.Tensor]) -> str:
+    tensors = list(outputs) + [x for x in inputs if isinstance(x, torch.Tensor)]
+    for t in tensors:
+        if t.is_floating_point():
+            return dtype_name(t)
+    for t in outputs:
+        return dtype_name(t)
+    return ""
+
+
+def unwritten_mask(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor | None:
+    """Elements still holding the poison of both runs (NaN, then the sentinel): never written."""
+    if not first.is_floating_point() or first.shape != second.shape:
+        return None
+    sentinel = float(torch.finfo(first.dtype).max)
+    return torch.isnan(first) & (second == sentinel)
+
+
+def _max(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)

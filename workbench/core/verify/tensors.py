@@ -1,0 +1,108 @@
+"""The tensors of a call: kernel_fn's outputs flattened, inputs cloned, restored, compared for
+change, and the memory an output shares with an input. Used by the battery in the kernel's process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .compare import tensors_equal_bitwise
+
+
+@dataclass
+class Outputs:
+    tensors: list[torch.Tensor]
+    names: list[str]
+
+
+def flatten_outputs(value: Any, prefix: str = "") -> Outputs:
+    if isinstance(value, torch.Tensor):
+        return Outputs([value], [prefix])
+    if isinstance(value, (list, tuple)):
+        tensors, names = [], []
+        for i, item in enumerate(value):
+            sub = flatten_outputs(item, f"{prefix}[{i}]")
+            tensors += sub.tensors
+            names += sub.names
+        return Outputs(tensors, names)
+    if isinstance(value, dict):
+        tensors, names = [], []
+        for key, item in value.items():
+            sub = flatten_outputs(item, f"{prefix}[{key!r}]")
+            tensors += sub.tensors
+            names += sub.names
+        return Outputs(tensors, names)
+    if value is None:
+        return Outputs([], [])
+    return Outputs([torch.as_tensor(value)], [prefix])
+
+
+def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
+    return [x.detach().to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+
+
+def clone_inputs(inputs: list[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def restore_inputs(inputs: list[Any], originals: list[Any]) -> None:
+    with torch.no_grad():
+        for now, before in zip(inputs, originals):
+            if isinstance(now, torch.Tensor):
+                now.copy_(before)
+
+
+def owned(outputs: Outputs) -> Outputs:
+    return Outputs([t.detach().clone() for t in outputs.tensors], outputs.names)
+
+
+def tensors_only(inputs: list[Any]) -> list[Any]:
+    return [x if isinstance(x, torch.Tensor) else None for x in inputs]
+
+
+def changed_inputs(inputs: list[Any], originals: list[Any]) -> bool:
+    return any(isinstance(now, torch.Tensor) and not bool(tensors_equal_bitwise(now, before).all())
+               for now, before in zip(inputs, originals))
+
+
+def same_layout(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(
+        (x.shape == y.shape and x.dtype == y.dtype) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+        else not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor) for x, y in zip(a, b))
+
+
+def _storage_span(t: torch.Tensor) -> tuple[str, int, int]:
+    storage = t.untyped_storage()
+    return str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def shared_memory(outputs: Outputs, inputs: list[Any], allowed: set[int] = frozenset()) -> list[str]:
+    """'output[0] and input #1' for each output whose memory overlaps an input's (a view or the input
+    itself), but for the outputs in `allowed` (those the reference itself returns as views of its inputs)."""
+    found = []
+    spans = [(i, _storage_span(x)) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.numel()]
+    for k, (out, name) in enumerate(zip(outputs.tensors, outputs.names)):
+        if not out.numel() or k in allowed:
+            continue
+        device, lo, hi = _storage_span(out)
+        for i, (in_device, in_lo, in_hi) in spans:
+            if device == in_device and lo < in_hi and in_lo < hi:
+                found.append(f"output{name} and input #{i}")
+    return found
+
+
+def aliased_outputs(outputs: Outputs, inputs: list[Any]) -> set[int]:
+    """The indices of the outputs that share an input's memory."""
+    return {k for k in range(len(outputs.tensors))
+            if shared_memory(Outputs([outputs.tensors[k]], [""]), inputs)}
+
+
+def input_elements(inputs: list[Any]) -> int:
+    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))

@@ -1,0 +1,129 @@
+"""pytest plugin: `pytest --workbench projects/` collects every project's cases as test items.
+
+Inert unless --workbench is given: the project's own test suite is collected as it always was.
+With it, each kernel.py under the paths pytest is given becomes a collector that runs
+`workbench verify` on its project (in worker processes: this process imports neither torch nor the
+kernel) and yields one item per verdict, named as in the JUnit report ("case 2: n=4097", a forced
+autotune config in brackets), with the same messages. Problems that stop a project (a syntax
+error, get_inputs raising) are items of their own. Exit status: pytest's, raised to `workbench
+verify`'s exit code when that is higher (1 failed, 2 a project not usable, 3 the machine cannot run it).
+
+    pytest --workbench projects/               every project under projects/
+    pytest --workbench --workbench-interpret   force the Triton interpreter on a GPU machine
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+
+class WorkbenchWarning(UserWarning):
+    """A verified case that proves little (constant inputs, an all-zero reference)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("workbench", "kernel workbench")
+    group.addoption("--workbench", action="store_true", default=False,
+                    help="collect every kernel.py project under the given paths as test items (workbench verify)")
+    group.addoption("--workbench-interpret", action="store_true", default=False,
+                    help="with --workbench: run under the Triton interpreter even on a GPU")
+
+
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    if parent.config.getoption("workbench") and file_path.name == "kernel.py":
+        return ProjectFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _runner(config: pytest.Config) -> Any:
+    runner = getattr(config, "_workbench_runner", None)
+    if runner is None:
+        from .core.run.runner import Runner, default_parallel
+
+        runner = Runner(interpret=config.getoption("workbench_interpret"), keep_warm=True,
+                        parallel=default_parallel())
+        config._workbench_runner = runner  # type: ignore[attr-defined]
+        config._workbench_exit = 0  # type: ignore[attr-defined]
+    return runner
+
+
+class ProjectFile(pytest.File):
+    def collect(self):  # type: ignore[override]
+        from .core.events import Problem
+        from .core.project.folder import Project
+        from .core.run.session import run_project
+
+        project = Project.open(self.path.parent)
+        outcome = run_project(project, _runner(self.config), ["verify"])
+        self.config._workbench_exit = max(self.config._workbench_exit, outcome.exit_code)  # type: ignore[attr-defined]
+        for r in outcome.case_results():
+            name = f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
+            yield CaseItem.from_parent(self, name=name, result=r)
+        for p in outcome.of_type(Problem):
+            if p.case_index is None:
+                yield ProblemItem.from_parent(self, name=f"project: {p.kind}", problem=p)
+        if not outcome.case_results() and not outcome.of_type(Problem):
+            yield ProblemItem.from_parent(self, name="project: nothing verified",
+                                          problem=Problem(kind="inputs", message="no case was verified"))
+
+
+class WorkbenchFailure(Exception):
+    pass
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, result: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.result = result
+        for check, outcome in result.checks.items():
+            self.user_properties.append((f"check.{check}", outcome))
+        self.user_properties += [("generated", result.generated), ("launches", result.launches)]
+
+    def runtest(self) -> None:
+        r = self.result
+        for text in r.warnings:
+            warnings.warn(WorkbenchWarning(f"case {r.case_index} ({r.label}): {text}"), stacklevel=1)
+        if r.status == "skipped":
+            pytest.skip("; ".join(r.notes) or "skipped")
+        if r.status in ("failed", "error"):
+            raise WorkbenchFailure(r)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, WorkbenchFailure):
+            from .reports import failure_details
+
+            return "\n".join(failure_details(self.result))
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.name
+
+
+class ProblemItem(pytest.Item):
+    def __init__(self, *, problem: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def runtest(self) -> None:
+        raise WorkbenchFailure(self.problem)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        p = self.problem
+        where = f"{p.location}: " if p.location else ""
+        return f"{p.kind}: {where}{p.message}"
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, self.name
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    runner = getattr(session.config, "_workbench_runner", None)
+    if runner is None:
+        return
+    runner.close()
+    code = getattr(session.config, "_workbench_exit", 0)
+    if code > int(session.exitstatus):
+        session.exitstatus = code
