@@ -8,7 +8,15 @@ import xml.etree.ElementTree as ET
 import kernels
 import pytest
 
-from workbench.core.run.gpus import GpuSelectionError, GpuSlot, discover_gpus, select_gpus
+from workbench.core.run.gpus import (
+    GpuSelectionError,
+    GpuSlot,
+    discover_gpus,
+    select_gpus,
+)
+
+# These tests count cases per GPU and per re-queue: the project's CASES alone, no generated edge shapes.
+ONLY_CASES = "[verify]\ngenerated_cases = false\n"
 
 SMI = ["0, GPU-aaaa-0000, NVIDIA H200", "1, GPU-bbbb-1111, NVIDIA H200", "2, GPU-cccc-2222, NVIDIA H100 80GB HBM3"]
 FAKE = [GpuSlot("0", "Fake GPU", "GPU-fake-0"), GpuSlot("1", "Fake GPU", "GPU-fake-1")]
@@ -51,13 +59,13 @@ def test_shards_are_placed_one_gpu_each_and_every_result_names_its_gpu(make_proj
     runner = Runner(parallel=1, gpus=FAKE)
     assert runner.parallel == 2  # at least a shard per GPU
     try:
-        outcome = run_project(Project.open(make_project(SAYS_ITS_GPU)), runner, ["verify"])
+        outcome = run_project(Project.open(make_project(SAYS_ITS_GPU, toml=ONLY_CASES)), runner, ["verify"])
     finally:
         runner.close()
     assert outcome.exit_code == 0
     results = outcome.of_type(CaseResult)
     assert {r.gpu for r in results} == {"0", "1"}
-    tuned = {r.case_index: r.gpu for r in results if not r.config}
+    tuned = {r.case_index: r.gpu for r in results if not r.config and not r.generated}
     assert tuned == {0: "0", 1: "1", 2: "0"}  # shard k on GPU k mod 2
     seen = {e.text.split()[-1] for e in outcome.of_type(LogLine) if e.text.startswith("visible:")}
     assert seen == {"GPU-fake-0", "GPU-fake-1"}  # each worker saw its one GPU
@@ -83,7 +91,7 @@ def two_gpus(monkeypatch):
 
 
 def test_verify_spreads_projects_over_gpus_and_reports_say_where(cli, make_project, two_gpus, tmp_path):
-    first, second = make_project(kernels.GOOD, name="first"), make_project(kernels.GOOD, name="second")
+    first, second = make_project(kernels.GOOD, name="first", toml=ONLY_CASES), make_project(kernels.GOOD, name="second", toml=ONLY_CASES)
     code, out, err = cli("verify", first, second, "--json")
     assert code == 0, out + err
     records = json.loads(out)["projects"]
@@ -103,7 +111,7 @@ def test_verify_spreads_projects_over_gpus_and_reports_say_where(cli, make_proje
 
 
 def test_gpus_that_are_not_there_exit_2_naming_those_that_are(cli, make_project, two_gpus):
-    code, out, err = cli("verify", make_project(kernels.GOOD), "--gpus", "0,5")
+    code, out, err = cli("verify", make_project(kernels.GOOD, toml=ONLY_CASES), "--gpus", "0,5")
     assert code == 2 and "no GPU 5" in err and "0 (Fake GPU)" in err
 
 
@@ -126,12 +134,12 @@ def test_a_lost_worker_s_cases_are_re_queued_and_recorded_once(make_project):
             worker.kill()
 
     try:
-        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], on_event)
+        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify"], on_event)
     finally:
         runner.close()
     requeued = outcome.of_type(Requeued)
     assert len(requeued) == 1 and requeued[0].cases == [1, 2] and "fell off the bus" in requeued[0].reason
-    tuned = [(r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config]
+    tuned = [(r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config and not r.generated]
     assert sorted(tuned) == [(0, "passed"), (1, "passed"), (2, "passed")]
     keys = [(r.case_index, r.config) for r in outcome.of_type(CaseResult)]
     assert len(keys) == len(set(keys))
@@ -207,7 +215,7 @@ def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_v
             worker.kill()
 
     try:
-        run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"], on_event)
+        run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify", "bench"], on_event)
     finally:
         runner.close()
     (requeued,) = [e for e in events if isinstance(e, Requeued)]

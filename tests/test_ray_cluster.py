@@ -15,6 +15,9 @@ from pathlib import Path
 import kernels
 import pytest
 
+# These tests count cases per GPU and per re-queue: the project's CASES alone, no generated edge shapes.
+ONLY_CASES = "[verify]\ngenerated_cases = false\n"
+
 ray = pytest.importorskip("ray")
 BIN = Path(sys.executable).parent
 
@@ -84,7 +87,7 @@ def workbench(*args, timeout=240):
 def test_an_unreachable_cluster_exits_3_within_seconds_naming_it(make_project):
     address = f"ray://127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
-    done = workbench("verify", make_project(kernels.GOOD), "--cluster", address, timeout=30)
+    done = workbench("verify", make_project(kernels.GOOD, toml=ONLY_CASES), "--cluster", address, timeout=30)
     assert done.returncode == 3, done.stdout + done.stderr
     assert time.monotonic() - started < 10
     assert f"cannot reach the Ray cluster at {address}" in done.stderr
@@ -93,7 +96,7 @@ def test_an_unreachable_cluster_exits_3_within_seconds_naming_it(make_project):
 def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
     # kernel.py imports a module of its folder: the node gets that too.
     project = make_project(kernels.GRID_SHORT.replace("import torch\n", "import torch\nfrom scaling import FACTOR\n", 1)
-                           .replace("return x * 2", "return x * FACTOR"))
+                           .replace("return x * 2", "return x * FACTOR"), toml=ONLY_CASES)
     (project / "scaling.py").write_text("FACTOR = 2\n")
     done = workbench("verify", project, "--cluster", cluster[0], "--json")
     said = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -109,10 +112,11 @@ def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
 
 
 def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, make_project):
+    from workbench_ray.runner import RayRunner, connect
+
     from workbench.core.events import CaseResult, Requeued, StageChanged
     from workbench.core.project.folder import Project
     from workbench.core.run.session import run_project
-    from workbench_ray.runner import connect, RayRunner
 
     assert connect(cluster[1])
     runner = RayRunner(cluster[1], parallel=1, connected_here=True)
@@ -125,24 +129,25 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
             ray.kill(worker.actor, no_restart=True)
 
     try:
-        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], on_event)
+        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify"], on_event)
     finally:
         runner.close()
     (requeued,) = outcome.of_type(Requeued)
     # Case 1's verdict may have come back in the same poll as its start: then only case 2 runs again.
     assert requeued.cases in ([1, 2], [2]) and requeued.gpu == killed[0] and "was lost" in requeued.reason
-    tuned = sorted((r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config)
+    tuned = sorted((r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config and not r.generated)
     assert tuned == [(0, "passed"), (1, "passed"), (2, "passed")]
     keys = [(r.case_index, r.config) for r in outcome.of_type(CaseResult)]
     assert len(keys) == len(set(keys)) and outcome.exit_code == 0
 
 
 def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
+    from workbench_ray.matrix import make_matrix_runner
+    from workbench_ray.runner import cluster_gpus
+
     from workbench.core.events import CaseResult, RunFinished
     from workbench.core.project.folder import Project
     from workbench.core.run.session import run_project
-    from workbench_ray.matrix import make_matrix_runner
-    from workbench_ray.runner import cluster_gpus
 
     runner = make_matrix_runner(cluster[1])
     try:
@@ -154,14 +159,14 @@ def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
         runner = make_matrix_runner(cluster[1])
         assert runner.kinds == ["FAKE_A", "FAKE_B"]
         events = []
-        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"], events.append)
+        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify"], events.append)
     finally:
         runner.close()
-    tuned = sorted((r.case_index, r.gpu.split()[-1]) for r in outcome.of_type(CaseResult) if not r.config)
+    tuned = sorted((r.case_index, r.gpu.split()[-1]) for r in outcome.of_type(CaseResult) if not r.config and not r.generated)
     assert tuned == [(i, kind) for i in range(3) for kind in ("FAKE_A", "FAKE_B")]
     assert sum(isinstance(e, RunFinished) for e in events) == 1 and outcome.finished.passed == 18
 
 
 def test_per_gpu_kind_needs_a_cluster(make_project):
-    done = workbench("bench", make_project(kernels.GOOD), "--per-gpu-kind", timeout=30)
+    done = workbench("bench", make_project(kernels.GOOD, toml=ONLY_CASES), "--per-gpu-kind", timeout=30)
     assert done.returncode == 2 and "--per-gpu-kind needs --cluster" in done.stderr
