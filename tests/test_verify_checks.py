@@ -165,3 +165,16 @@ def test_correct_kernels_in_the_usual_styles_verify_unchanged(cli, make_project,
     assert not any(c["warnings"] for c in rec["cases"])
     assert any(c["generated"] and c["status"] == "passed" for c in rec["cases"])
     assert all(c["launches"] for c in rec["cases"] if c["status"] == "passed")
+
+
+def test_a_case_already_wrong_on_its_first_call_skips_the_repeat_calls_and_their_hints(cli, make_project):
+    """A short grid leaves elements unwritten on every call: the repeat calls would only repeat that,
+    with a misleading "a result kept from an earlier call?"."""
+    # One case: the worker's first, where the repeat calls run under the interpreter too.
+    code, rec = verify_json(cli, make_project(kernels.GRID_SHORT, toml="[verify]\ngenerated_cases = false\n"),
+                            "--case", "1")
+    assert code == 1
+    failed = [c for c in tuned(rec) if c["status"] == "failed"]
+    assert failed and all(c["checks"]["unwritten"] == "failed" for c in failed)
+    assert all(c["checks"]["repeat_fresh_inputs"] == "skipped: the first call already failed" for c in failed)
+    assert not any(m.startswith("repeat_") for c in failed for m in c["messages"])
