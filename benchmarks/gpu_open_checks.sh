@@ -6,6 +6,8 @@
 #   2. the live loop against the plain loop (benchmarks/loop_latency.py)
 #   3. every scaffold's hard shapes against torch.compile, cuBLAS, SDPA and the ceilings
 #   4. verification of every scaffold on one GPU against all of them (benchmarks/multi_gpu.py)
+# Needs the workbench's dependencies importable (textual, watchfiles, pytest-asyncio beside the
+# machine's torch and triton): `make setup`, or wheels installed onto PYTHONPATH where no registry is reachable.
 set -uo pipefail
 out=${1:-/tmp/gpu-open-checks}
 mkdir -p "$out"
