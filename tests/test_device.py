@@ -4,6 +4,8 @@ import json
 import os
 
 import pytest
+
+from workbench.core.timing import device
 from workbench.core.timing.device import (
     Ceilings,
     CeilingsCacheError,
@@ -13,8 +15,6 @@ from workbench.core.timing.device import (
     read_ceilings,
     write_ceilings,
 )
-
-from workbench.core.timing import device
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from workbench.core.run.forkserver import ForkServer
-from workbench.core.run.runner import worker_env
+from workbench.core.run.workers import worker_env
 
 
 def first_event(proc, timeout: float = 120.0) -> dict:

@@ -14,9 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import interpreter_agreement_kernels as agreement
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_FIXTURE = ROOT / "tests" / "fixtures" / "interpreter_agreement" / "gpu.json"

@@ -5,6 +5,8 @@ import statistics
 
 import pytest
 import torch
+
+from workbench.core.events import BenchResult, Timing
 from workbench.core.timing.stats import (
     BYTES_LOWER_BOUND,
     bench_rows,
@@ -19,8 +21,6 @@ from workbench.core.timing.stats import (
     speedup,
     summarize,
 )
-
-from workbench.core.events import BenchResult, Timing
 
 
 def timing(median_ms, q25=None, q75=None, samples=100, method="cuda events per call"):

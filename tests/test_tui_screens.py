@@ -83,6 +83,7 @@ async def test_results_stream_in_and_the_first_failure_is_on_screen_before_the_r
     """Mid-run: "n of m passed so far", then at the first failing case "FAILING ... so far" with that
     case's detail selected, while the other cases are still running; the timeline notes when."""
     from tui_helpers import READY_GPU
+
     from workbench.core.live.watch import Save
 
     app = app_for(project)

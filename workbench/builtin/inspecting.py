@@ -19,7 +19,7 @@ from ..commands import (
 )
 from ..core.project.folder import Project, ProjectError, find_projects
 from ..core.project.history import find_record, last_record, read_records, source_diff
-from ..core.run.runner import WorkerProcess, WorkerStartError
+from ..core.run.workers import WorkerProcess, WorkerStartError
 from ..plugins import loaded_plugins
 from .benchmarking import cached_ceilings_row, measure_ceilings
 

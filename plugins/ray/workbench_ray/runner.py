@@ -25,7 +25,7 @@ from workbench.commands import EXIT_ENVIRONMENT, CommandError
 from workbench.core.events import LogLine, Problem, event_from_json
 from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
-from workbench.core.run.runner import log_lines_left
+from workbench.core.run.workers import log_lines_left
 
 CONNECT_TIMEOUT_S = 5.0
 CONNECT_ATTEMPTS = 3

@@ -1,5 +1,5 @@
 """Processes: the worker entry point that runs one job's stages (worker), the parent side that keeps
-workers warm, shards cases and survives crashes and hangs (runner), one run of a project end to end
+workers warm, shards cases and survives crashes and hangs (runner; one worker process: workers), one run of a project end to end
 with its record (session), and the compile-ahead work that shortens a run (precompile,
 compiler_warmup). May import every layer below; never live/.
 
@@ -14,7 +14,7 @@ from typing import Any
 
 _EXPORTS = {
     "Job": "..stage", "JobContext": "..stage", "gpu_stage_cases": "..stage", "shard_of": "..stage",
-    "Runner": ".runner", "WorkerProcess": ".runner", "WorkerStartError": ".runner", "default_parallel": ".runner",
+    "Runner": ".runner", "WorkerProcess": ".workers", "WorkerStartError": ".workers", "default_parallel": ".runner",
     "RunOutcome": ".session", "run_project": ".session",
     "GpuSlot": ".gpus", "discover_gpus": ".gpus", "select_gpus": ".gpus",
 }

@@ -1,7 +1,6 @@
-"""Parent side of a run: warm worker processes, time-outs, crashes, cancellation.
+"""Parent side of a run: warm worker processes (run/workers.py), shards, time-outs, crashes, cancellation.
 
-The parent never imports the user's kernel, torch or triton: it starts
-`python -m workbench.core.run.worker`, waits for its `worker_ready` line, sends
+The parent never imports the user's kernel, torch or triton: it takes a warm worker, sends it
 one job, and relays the events it streams back. A worker that segfaults,
 poisons its CUDA context or hangs past the time-out is killed; the case it was
 on is reported as failed and the remaining cases resume in a fresh worker.
@@ -11,15 +10,12 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..events import (
     BenchResult,
@@ -34,201 +30,23 @@ from ..events import (
     StageChanged,
     Tally,
     WorkerReady,
-    event_from_json,
 )
 from ..stage import Job, shard_of
 from .forkserver import ForkServer
 from .gpus import GpuSlot
 from .precompile import PRECOMPILING
-from .worker import EXIT_POISONED, JOB_DONE
+from .worker import JOB_DONE
+from .workers import (
+    WorkerProcess,
+    WorkerStartError,
+    describe_exit,
+    forkserver_wanted,
+    worker_env,
+)
 
 OnEvent = Callable[[Event], None]
 VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
 MAX_RESTARTS = 3
-STARTUP_TIMEOUT_S = 180.0
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
-
-
-def worker_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a worker (or the template workers fork from) runs in: this one, plus `env`,
-    importing this copy of the workbench."""
-    child_env = dict(os.environ)
-    child_env.update(env or {})
-    child_env["PYTHONUNBUFFERED"] = "1"
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), child_env.get("PYTHONPATH", "")) if p)
-    return child_env
-
-
-def forkserver_wanted(launcher: Sequence[str]) -> bool:
-    """Fork workers from a warm template unless they run under a launcher (a profiler must start the
-    process itself) or WORKBENCH_FORKSERVER=0 asks for workers started from scratch."""
-    return not launcher and hasattr(os, "fork") and os.environ.get("WORKBENCH_FORKSERVER", "1") != "0"
-
-
-class WorkerStartError(Exception):
-    """A worker could not start (no torch/triton, a broken environment)."""
-
-    def __init__(self, problem: Problem):
-        super().__init__(problem.message)
-        self.problem = problem
-
-
-class WorkerProcess:
-    """One child process and the threads that read its stdout (events) and stderr (log).
-
-    `launcher` is a command the worker runs under (a profiler or sanitizer, e.g.
-    ``["ncu", "--profile-from-start", "off"]``); it must pass stdin and stdout through.
-    `gpu`: the one GPU the worker sees (its CUDA_VISIBLE_DEVICES), None to leave the environment's.
-
-    A worker that runs elsewhere (a Ray actor) offers the same members: `queue`, `proc` (poll, wait,
-    returncode), `wait_ready`, `send`, `kill`, `wait_exit`, `drain_log`, `close_unused`, `gpu_id`, and
-    `lost`, the reason its machine or GPU went away (then its cases are re-queued, not failed).
-    """
-
-    lost: str = ""
-
-    def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
-                 launcher: Sequence[str] = (), forkserver: ForkServer | None = None, gpu: GpuSlot | None = None):
-        self.gpu = gpu
-        child_env = worker_env(env)
-        child_env.update(gpu.worker_env() if gpu else {})
-        if interpret:
-            child_env["WORKBENCH_INTERPRET"] = "1"
-        if forkserver is not None and not launcher:
-            self.proc: Any = forkserver.spawn(child_env)
-        else:
-            self.proc = subprocess.Popen(
-                [*launcher, python, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
-                errors="replace", bufsize=1)
-        self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self.ready: WorkerReady | None = None
-        self._startup_problem: Problem | None = None
-        self._log_thread = threading.Thread(target=self._read_log, daemon=True)
-        threading.Thread(target=self._read_events, daemon=True).start()
-        self._log_thread.start()
-
-    @property
-    def gpu_id(self) -> str:
-        """The GPU reports name for this worker's results ("" when the run places no GPUs)."""
-        return self.gpu.id if self.gpu else ""
-
-    def _read_events(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                event = event_from_json(line)
-            except (ValueError, TypeError, KeyError):
-                self.queue.put(("event", LogLine(text=line, stream="stdout")))
-                continue
-            self.queue.put(("event", event))
-        self.queue.put(("eof", None))
-
-    def _read_log(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.queue.put(("event", LogLine(text=line.rstrip("\n"))))
-
-    def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
-        """After the process ended: the stderr lines not yet taken from the queue."""
-        self._log_thread.join(timeout)
-        return log_lines_left(self.queue)
-
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
-        if self.ready is not None:
-            return self.ready
-        deadline = time.monotonic() + timeout
-        log: list[str] = []
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                raise WorkerStartError(Problem(kind="environment",
-                                               message=f"the worker did not start within {timeout:.0f} s"))
-            try:
-                kind, payload = self.queue.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if kind == "eof":
-                self.proc.wait()
-                tail = "\n".join(log[-15:])
-                message = self._startup_problem.message if self._startup_problem else \
-                    f"the worker exited during start-up (status {self.proc.returncode})"
-                raise WorkerStartError(Problem(kind="environment", message=message, traceback=tail))
-            if isinstance(payload, WorkerReady):
-                self.ready = payload
-                return payload
-            if isinstance(payload, Problem):
-                self._startup_problem = payload
-            elif isinstance(payload, LogLine):
-                log.append(payload.text)
-
-    def send(self, job: Job) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(job.to_json() + "\n")
-        self.proc.stdin.flush()
-
-    def kill(self, wait: bool = True) -> None:
-        """SIGKILL the worker's process group; wait for the exit here, or in the background."""
-        if self.proc.poll() is None:
-            try:
-                if self.proc.pid is None:  # asked of the template, not forked yet: killed as it comes
-                    raise ProcessLookupError
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-        if wait:
-            self.wait_exit()
-        else:
-            threading.Thread(target=self.wait_exit, daemon=True).start()
-
-    def wait_exit(self, timeout: float = 5.0) -> None:
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def close_unused(self) -> None:
-        """Let a warm worker that never got a job go."""
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def log_lines_left(events: "queue.Queue[tuple[str, Any]]") -> list[LogLine]:
-    """Empty a worker's queue, keeping its log lines (what a worker printed before it ended)."""
-    lines = []
-    while True:
-        try:
-            _, payload = events.get_nowait()
-        except queue.Empty:
-            return lines
-        if isinstance(payload, LogLine):
-            lines.append(payload)
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "is still running"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"was killed by {name}"
-    if returncode == EXIT_POISONED:
-        return "hit a fatal CUDA error (the context is unusable)"
-    return f"exited with status {returncode}"
 
 
 def default_parallel() -> int:

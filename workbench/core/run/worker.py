@@ -133,8 +133,8 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     from ..events import Problem, RunStarted, StageChanged, Tally
     from ..project.config import ConfigError, ProjectConfig
     from ..project.contract import ContractError, load_kernel
-    from ..verify.edge_cases import generate_cases
     from ..project.folder import source_hash
+    from ..verify.edge_cases import generate_cases
 
     interpret = ready.mode == "interpreter"
     if job.cache_dir:
