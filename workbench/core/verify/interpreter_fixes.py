@@ -58,8 +58,8 @@ def apply() -> list[str]:
         from triton.runtime import interpreter
     except ImportError:
         return []
-    if np is None:
-        return []
+    if np is None or getattr(interpreter, "_workbench_fixes", None) is not None:
+        return []  # no numpy, or patched already: each fix wraps the method it finds, so once only
     fixes: list[tuple[str, Callable[[Any, Any], bool]]] = [
         ("bounds checks", _check_bounds),
         ("bf16 tl.dot", _fix_bf16_dot),
@@ -70,7 +70,8 @@ def apply() -> list[str]:
         ("16-bit float reductions", _fix_reductions),
         ("flush-to-zero approximate sqrt", _fix_approx_sqrt_ftz),
     ]
-    return [name for name, fix in fixes if fix(interpreter, tl)]
+    interpreter._workbench_fixes = [name for name, fix in fixes if fix(interpreter, tl)]
+    return interpreter._workbench_fixes
 
 
 # --- 16-bit float numerics (numpy arrays in, numpy arrays out) ---
@@ -130,7 +131,7 @@ def _fix_bf16_dot(interpreter: Any, tl: Any) -> bool:
     builder = interpreter.InterpreterBuilder
     handle = interpreter.TensorHandle
     original = getattr(builder, "create_dot", None)
-    if original is None or getattr(original, "_workbench_fixed", False):
+    if original is None:
         return False
 
     def widen(h: Any) -> Any:
@@ -138,8 +139,6 @@ def _fix_bf16_dot(interpreter: Any, tl: Any) -> bool:
 
     def create_dot(self: Any, a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
         return original(self, widen(a), widen(b), *args, **kwargs)
-
-    create_dot._workbench_fixed = True  # type: ignore[attr-defined]
     builder.create_dot = create_dot
     return True
 
@@ -167,7 +166,7 @@ def _fix_casts(interpreter: Any, tl: Any) -> bool:
     handle = interpreter.TensorHandle
     cast, fp_to_fp = getattr(builder, "cast_impl", None), getattr(builder, "create_fp_to_fp", None)
     rounding = getattr(getattr(interpreter, "_ir", None), "ROUNDING_MODE", None)
-    if None in (cast, fp_to_fp, rounding) or getattr(cast, "_workbench_fixed", False):
+    if None in (cast, fp_to_fp, rounding):
         return False
 
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
@@ -195,8 +194,6 @@ def _fix_casts(interpreter: Any, tl: Any) -> bool:
 
     def get_bf16(self: Any, value: float) -> Any:  # missing from Triton 3.6's interpreter: bf16 constants raised
         return handle(f32_to_bf16(np.array([value], dtype=np.float32)), tl.bfloat16)
-
-    cast_impl._workbench_fixed = True  # type: ignore[attr-defined]
     builder.cast_impl = cast_impl
     builder.create_fp_to_fp = create_fp_to_fp
     if not hasattr(builder, "get_bf16"):
@@ -208,7 +205,7 @@ def _fix_bf16_arithmetic(interpreter: Any, tl: Any) -> bool:
     builder = interpreter.InterpreterBuilder
     handle = interpreter.TensorHandle
     binary, unary, ternary = (getattr(builder, n, None) for n in ("binary_op", "unary_op", "ternary_op"))
-    if None in (binary, unary, ternary) or getattr(binary, "_workbench_fixed", False):
+    if None in (binary, unary, ternary):
         return False
 
     def wide(h: Any) -> Any:
@@ -234,8 +231,6 @@ def _fix_bf16_arithmetic(interpreter: Any, tl: Any) -> bool:
         if op is np.where or not any(_is_bf16(tl, h) for h in (a, b, c)):
             return ternary(self, a, b, c, op)
         return result(op(wide(a), wide(b), wide(c)))
-
-    binary_op._workbench_fixed = True  # type: ignore[attr-defined]
     builder.binary_op, builder.unary_op, builder.ternary_op = binary_op, unary_op, ternary_op
     return True
 
@@ -244,7 +239,7 @@ def _fix_fma(interpreter: Any, tl: Any) -> bool:
     builder = interpreter.InterpreterBuilder
     handle = interpreter.TensorHandle
     original = getattr(builder, "create_fma", None)
-    if original is None or getattr(original, "_workbench_fixed", False):
+    if original is None:
         return False
 
     def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
@@ -260,8 +255,6 @@ def _fix_fma(interpreter: Any, tl: Any) -> bool:
             error = np.where(np.isfinite(total), (product - (total - back)) + (c - back), 0.0)
         once = f64_to_f32_round_odd(total, error)
         return handle(f32_to_bf16(once) if dtype == tl.bfloat16 else once.astype(np.float16), dtype)
-
-    create_fma._workbench_fixed = True  # type: ignore[attr-defined]
     builder.create_fma = create_fma
     return True
 
@@ -272,7 +265,7 @@ def _fix_bf16_atomics(interpreter: Any, tl: Any) -> bool:
     original = getattr(builder, "create_atomic_rmw", None)
     atomic = getattr(getattr(interpreter, "_ir", None), "ATOMIC_OP", None)
     memory = getattr(interpreter, "_interpreter", None)  # the native load and store the interpreter uses
-    if None in (original, atomic, memory) or getattr(original, "_workbench_fixed", False):
+    if None in (original, atomic, memory):
         return False
     combine = {atomic.FADD: lambda old, new: f32_to_bf16(bf16_to_f32(old) + bf16_to_f32(new)),
                atomic.XCHG: lambda old, new: new}
@@ -291,8 +284,6 @@ def _fix_bf16_atomics(interpreter: Any, tl: Any) -> bool:
             memory.store(where, combine[op](current, values.flat[lanes]), everywhere)
             pending.flat[lanes] = False
         return handle(old, tl.bfloat16)
-
-    create_atomic_rmw._workbench_fixed = True  # type: ignore[attr-defined]
     builder.create_atomic_rmw = create_atomic_rmw
     return True
 
@@ -323,7 +314,7 @@ def _fix_reductions(interpreter: Any, tl: Any) -> bool:
     reduce_ops, scan_ops = getattr(interpreter, "ReduceOps", None), getattr(interpreter, "ScanOps", None)
     methods = [getattr(reduce_ops, "sum", None), getattr(reduce_ops, "min_max", None),
                getattr(scan_ops, "cumsum", None), getattr(scan_ops, "cumprod", None)]
-    if None in methods or getattr(methods[0], "_workbench_fixed", False):
+    if None in methods:
         return False
     original_sum, original_min_max, original_cumsum, original_cumprod = methods
     kinds = {tl.bfloat16: "bfloat16", tl.float16: "float16"}
@@ -368,8 +359,6 @@ def _fix_reductions(interpreter: Any, tl: Any) -> bool:
             return [self.to_tensor(storage(np.moveaxis(values, -1, self.axis), kind), input.dtype)]
 
         return patched
-
-    sum._workbench_fixed = True  # type: ignore[attr-defined]
     reduce_ops.sum, reduce_ops.min_max = sum, min_max
     scan_ops.cumsum, scan_ops.cumprod = scan(original_cumsum, np.add), scan(original_cumprod, np.multiply)
     return True
@@ -387,7 +376,7 @@ def _check_bounds(interpreter: Any, tl: Any) -> bool:
     init_args = getattr(executor, "_init_args_hst", None)
     load = getattr(builder, "create_masked_load", None)
     store = getattr(builder, "create_masked_store", None)
-    if None in (init_args, load, store) or getattr(load, "_workbench_fixed", False):
+    if None in (init_args, load, store):
         return False
 
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
@@ -434,8 +423,6 @@ def _check_bounds(interpreter: Any, tl: Any) -> bool:
     def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any, **kwargs: Any) -> Any:
         check("store", ptrs, mask)
         return store(self, ptrs, value, mask, *args, **kwargs)
-
-    masked_load._workbench_fixed = True  # type: ignore[attr-defined]
     executor._init_args_hst = init_args_hst
     builder.create_masked_load = masked_load
     builder.create_masked_store = masked_store
@@ -452,7 +439,7 @@ def _fix_approx_sqrt_ftz(interpreter: Any, tl: Any) -> bool:
     patched = False
     for name in ("create_sqrt", "create_rsqrt"):
         original = getattr(builder, name, None)
-        if original is None or getattr(original, "_workbench_fixed", False):
+        if original is None:
             continue
 
         def flushed(self: Any, arg: Any, _original: Any = original) -> Any:
@@ -460,8 +447,6 @@ def _fix_approx_sqrt_ftz(interpreter: Any, tl: Any) -> bool:
                 return _original(self, arg)
             out = _original(self, handle(flush_subnormals(arg.data), arg.dtype.scalar))
             return handle(flush_subnormals(out.data), out.dtype.scalar)
-
-        flushed._workbench_fixed = True  # type: ignore[attr-defined]
         setattr(builder, name, flushed)
         patched = True
     return patched
