@@ -94,3 +94,16 @@ def test_launchers_go_to_the_workbench_cache_and_everything_else_to_the_project_
     again = LauncherKeepingCache("KEY")
     assert again.get_file("rmsnorm_kernel.cubin") is None
     assert again.get_file(f"__triton_launcher{EXTENSION_SUFFIX}") == launcher
+
+
+def test_the_battery_warm_up_runs(monkeypatch):
+    """A GPU worker swallows a failing warm-up (it is only a head start): this is where it would show.
+    Run on the CPU, "cuda" mapped to the CPU as the interpreter's workers map it."""
+    import torch
+
+    from workbench.core.run import compiler_warmup
+    from workbench.core.verify.torchmodes import CudaToCpu
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    with CudaToCpu():
+        compiler_warmup.warm_battery_ops(torch)
