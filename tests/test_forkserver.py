@@ -107,3 +107,14 @@ def test_the_battery_warm_up_runs(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     with CudaToCpu():
         compiler_warmup.warm_battery_ops(torch)
+
+
+def test_every_module_the_template_preloads_exists():
+    """The template skips a module it cannot import (the worker then meets the error itself): a
+    renamed module would silently stop being shared by the forks."""
+    import importlib
+
+    from workbench.core.run.forkserver import PRELOAD
+
+    for name in PRELOAD:
+        importlib.import_module(name)

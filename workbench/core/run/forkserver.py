@@ -39,6 +39,7 @@ READY_TIMEOUT_S = 180.0
 PRELOAD = ("torch", "triton", "triton.language", "workbench.core.events", "workbench.core.stage",
            "workbench.core.project.config", "workbench.core.project.contract", "workbench.core.project.folder",
            "workbench.core.verify.battery", "workbench.core.timing.bench", "workbench.core.run.precompile",
+           "workbench.core.verify.handoff", "workbench.core.verify.judge", "workbench.core.run.judge_process",
            "workbench.core.run.worker")
 
 
