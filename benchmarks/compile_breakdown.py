@@ -206,7 +206,7 @@ def main() -> int:
               f"{w['cpu_s']:.2f} s CPU")
         out["forked_start"] = f = forked_start(3)
         print("forked child (torch, triton imported before the fork): CUDA up + compiler warmed: "
-              + (f"{f['wall_s']:.2f} s wall, {f['cpu_s']:.2f} s CPU (child's own, incl. pre-fork share)"
+              + (f"{f['wall_s']:.2f} s wall, {f['cpu_s']:.2f} s CPU (the child's own)"
                  if "error" not in f else f["error"]))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
