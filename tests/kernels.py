@@ -147,7 +147,8 @@ MISSING_MASK = kernel_source(kernel=KERNEL.replace(
 # -- kernels that look right and are not (issue #9) ------------------------------------------
 
 # Wrong (x * 3), and at import it patches every comparison it can reach in its own process.
-TAMPERS = kernel_source(kernel=KERNEL.replace("y = x * 2.0", "y = x * 3.0")) + '''
+# Patches everything a checker in the kernel's own process would lean on, so that anything compares equal.
+TAMPER_PATCHES = '''
 
 import builtins
 import torch.testing
@@ -166,6 +167,7 @@ _compare.compare = _always_passes
 _judge.compare = _always_passes
 builtins.all = lambda *a, **k: True
 '''
+TAMPERS = kernel_source(kernel=KERNEL.replace("y = x * 2.0", "y = x * 3.0")) + TAMPER_PATCHES
 
 # Wrong, and it forges passing verdicts through the workbench's own event stream.
 FORGES_VERDICT = kernel_source(kernel=KERNEL.replace("y = x * 2.0", "y = x * 3.0")) + '''

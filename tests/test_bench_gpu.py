@@ -8,6 +8,9 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 QUICK = "[bench]\nwarmup_ms = 50\nrep_ms = 200\ncompare_torch_compile = {compile}\n"
+# For kernels that keep state in the launcher or patch torch: torch.compile and CUDA graphs reject those
+# in verification already, and these tests are about the benchmark's own checks.
+NO_COMPAT = "[verify]\ntorch_compile = false\ncuda_graph = false\n"
 
 
 @pytest.fixture
@@ -189,26 +192,44 @@ def test_bench_text_report_and_plot(cli, make_project, cache_dir):
 
 def test_failing_kernel_is_never_timed(cli, make_project, cache_dir):
     code, out, err = cli("bench", make_project(kernels.GRID_SHORT, toml=QUICK.format(compile="false")), "--json")
-    assert code == 1
+    assert code == 1, out
     record = json.loads(out)["projects"][0]
     assert "bench" not in record and "device_facts" not in record
 
 
+# Right on its first calls with benchmark-sized inputs, wrong from the fourth on. (Counted in the launcher:
+# calls replayed from a CUDA graph never reach it, so the count is of Python calls, which the recheck makes.)
 WRONG_AFTER_REPETITION = kernels.kernel_source(launcher=kernels.LAUNCHER.replace(
     "    return out",
-    "    scale.calls = getattr(scale, 'calls', 0) + 1\n"
-    "    return out + 1 if scale.calls > 100 else out"))
+    "    if n >= (1 << 20):\n"
+    "        scale.calls = getattr(scale, 'calls', 0) + 1\n"
+    "    return out + 1 if getattr(scale, 'calls', 0) > 3 else out"))
 
 
 def test_kernel_wrong_under_repetition_posts_no_time(cli, make_project, cache_dir):
-    project = make_project(WRONG_AFTER_REPETITION, toml=QUICK.format(compile="false"))
+    project = make_project(WRONG_AFTER_REPETITION, toml=QUICK.format(compile="false") + NO_COMPAT)
     code, out, err = cli("bench", project, "--json")
-    assert code == 1
+    assert code == 1, out
     record = json.loads(out)["projects"][0]
     (row,) = record["bench"]
     assert row["recheck"].startswith("failed") and row["median_ms"] is None and row["kernel"] is None
     assert any(c["status"] == "failed" and "timed calls" in " ".join(c["messages"]) for c in record["cases"])
     assert "RE-CHECK FAILED" in record["bench_summary"]
+
+
+# Right on every verification case, wrong on the benchmark case (n = 2^20), and patching the comparison.
+TAMPERS_AT_BENCH_SIZE = kernels.kernel_source(launcher=kernels.LAUNCHER.replace(
+    "    return out", "    return out + 1 if n >= (1 << 20) else out")) + kernels.TAMPER_PATCHES
+
+
+def test_the_benchmark_case_is_judged_out_of_the_kernels_reach(cli, make_project, cache_dir):
+    project = make_project(TAMPERS_AT_BENCH_SIZE, toml=QUICK.format(compile="false") + NO_COMPAT)
+    code, out, err = cli("bench", project, "--json")
+    assert code == 1, out
+    record = json.loads(out)["projects"][0]
+    bench_case = [c for c in record["cases"] if c["label"] == "n=1048576"]
+    assert bench_case and all(c["status"] == "failed" for c in bench_case), bench_case
+    assert not record.get("bench") or all(row["kernel"] is None for row in record["bench"])
 
 
 ZEROED_OUTPUT = kernels.kernel_source(launcher=kernels.LAUNCHER.replace("torch.empty_like(x)", "torch.zeros_like(x)"))

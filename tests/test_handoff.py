@@ -64,3 +64,93 @@ def test_the_judge_warns_when_two_cases_have_the_same_reference():
     assert first.status == second.status == "passed" and not first.warnings
     assert second.warnings == ["the reference output is identical to case n=64's: the cases test the same thing"]
     assert second.checks["inputs"] == "warning" and first.checks["inputs"] == "passed"
+
+
+# -- benchmark-sized outputs: judged on a random sample, with the whole output's shape and NaN count ---------
+
+def judged_sample(out, ref, limit=1 << 12):
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify.handoff import sample_outputs
+    from workbench.core.verify.judge import Judge
+
+    data = CaseData(case_index=0, label="big", names=[""])
+    data.take_sample(sample_outputs([out], [ref], limit))
+    return Judge(VerifyConfig()).judge(CaseData.unpack(data.pack())), data
+
+
+def test_a_right_big_output_passes_on_a_sample_and_says_so():
+    ref = torch.randn(256, 1024, dtype=torch.float64)
+    result, data = judged_sample(ref.float(), ref)
+    assert result.status == "passed", result.messages
+    assert data.sampled_from == 256 * 1024 and data.first[0].numel() == 1 << 12
+    assert any("drawn at random from up to 262,144" in n for n in result.notes)
+
+
+def test_a_wrong_region_of_a_big_output_fails_with_its_place_in_the_whole_output():
+    ref = torch.randn(256, 1024, dtype=torch.float64)
+    out = ref.float().clone()
+    out[192:] = 0  # the last quarter of the rows: a sample of 4096 misses it with probability 0.75**4096
+    result, _ = judged_sample(out, ref)
+    assert result.status == "failed" and result.checks["values"] == "failed"
+    assert result.worst.index[0] >= 192 and len(result.worst.index) == 2
+    assert result.error_map is None and "drawn at random" in result.pattern
+
+
+def test_a_few_unwritten_elements_fail_through_the_whole_output_nan_count():
+    ref = torch.randn(256, 1024, dtype=torch.float64)
+    out = ref.float().clone()
+    out[7, 3] = out[200, 1000] = float("nan")  # two elements: almost surely outside the sample
+    result, _ = judged_sample(out, ref)
+    assert result.status == "failed" and result.checks["nan"] == "failed"
+    assert any("2 NaN where the reference has a number, counted over the whole output" in m for m in result.messages)
+
+
+def test_a_big_output_of_the_wrong_shape_is_reported_with_the_whole_shapes():
+    ref = torch.randn(256, 1024, dtype=torch.float64)
+    result, _ = judged_sample(torch.zeros(1, 1024), ref)
+    assert result.status == "failed" and result.checks["shape"] == "failed"
+    assert "shape (1, 1024), expected (256, 1024) (it only broadcasts to it)" in result.messages[0]
+
+
+def test_a_sample_still_flags_a_tensor_subclass_output():
+    class Sub(torch.Tensor):
+        pass
+
+    ref = torch.randn(64, 1024, dtype=torch.float64)
+    result, _ = judged_sample(ref.float().as_subclass(Sub), ref)
+    assert result.status == "failed" and result.checks["structure"] == "failed"
+
+
+def test_a_reference_in_16_bit_floats_widens_the_tolerances_and_says_so():
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify.judge import Judge
+
+    ref = torch.randn(1000, dtype=torch.float64)
+    low = ref.to(torch.bfloat16)
+    tol = VerifyConfig().tolerance_for("bfloat16")
+    out = ref.clone()
+    out[:10] += 1.5 * (tol.atol + tol.rtol * ref[:10].abs())  # ten elements 1.5x outside the tolerance
+    out = out.to(torch.bfloat16)
+    strict = Judge(VerifyConfig()).judge(CaseData(case_index=0, label="x", names=[""], first=[out],
+                                                  reference=[ref]))
+    widened = Judge(VerifyConfig()).judge(CaseData(case_index=0, label="x", names=[""], first=[out],
+                                                   reference=[low]))
+    assert strict.status == "failed" and widened.status == "passed", widened.messages
+    assert any("tolerances multiplied by 2: the reference ran in bfloat16" in n for n in widened.notes)
+
+
+def test_the_in_process_recheck_never_digests_the_whole_reference(monkeypatch):
+    """A benchmark's recheck compares whole outputs (a gigabyte in float64 for the big shapes): hashing the
+    reference there for the weak-input warning cost a second per case."""
+    from workbench.core.events import CaseResult
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify import judge as judge_module
+
+    def refuse(tensors):
+        raise AssertionError("the reference was digested")
+
+    monkeypatch.setattr(judge_module, "reference_digest", refuse)
+    ref = torch.randn(1000, dtype=torch.float64)
+    result = judge_module.judge_outputs(VerifyConfig(), False, CaseResult(case_index=0, label="x", status="passed"),
+                                        [ref.float()], [ref.float()], [ref.float()], [""], [ref])
+    assert result.status == "passed"

@@ -240,3 +240,15 @@ def test_a_benchmark_on_several_gpus_gives_each_its_share_of_the_sweep():
     calls.clear()
     runner._run_after_verification(Job(kernel_path="k.py", stages=["profile"]), print, (None, None))
     assert calls == [(["profile"], None, None)]  # only a benchmark is spread (on the first GPU)
+
+
+def test_a_benchmarks_recheck_is_never_taken_for_a_repeat_of_the_cases_verdict():
+    """The runner drops a re-queued job's repeat of a result; the recheck after timing is a second result
+    for the same case, and a failing one must reach the report (it did not: `workbench bench` exited 0)."""
+    from workbench.core.events import CaseResult
+    from workbench.core.run.runner import result_key
+
+    verdict = CaseResult(case_index=3, label="n=1048576", status="passed")
+    recheck = CaseResult(case_index=3, label="n=1048576", status="failed", phase="after timing")
+    repeat = CaseResult(case_index=3, label="n=1048576", status="passed")
+    assert result_key(recheck) != result_key(verdict) and result_key(repeat) == result_key(verdict)

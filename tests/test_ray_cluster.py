@@ -133,8 +133,9 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
     finally:
         runner.close()
     (requeued,) = outcome.of_type(Requeued)
-    # Case 1's verdict may have come back in the same poll as its start: then only case 2 runs again.
-    assert requeued.cases in ([1, 2], [2]) and requeued.gpu == killed[0] and "was lost" in requeued.reason
+    # The actor streams its results: case 0's may still be in flight when the loss is seen (a loaded
+    # machine), and case 1's may have come back in the same poll as its start. What had not come back runs again.
+    assert requeued.cases in ([0, 1, 2], [1, 2], [2]) and requeued.gpu == killed[0] and "was lost" in requeued.reason
     tuned = sorted((r.case_index, r.status) for r in outcome.of_type(CaseResult) if not r.config and not r.generated)
     assert tuned == [(0, "passed"), (1, "passed"), (2, "passed")]
     keys = [(r.case_index, r.config) for r in outcome.of_type(CaseResult)]

@@ -106,6 +106,7 @@ class CaseResult(Event):
     launches: int | None = None  # Triton kernel launches in one call of kernel_fn (None: not counted)
     checks: dict[str, str] = field(default_factory=dict)  # check -> "passed" | "failed" | "warning" | "skipped: why"
     warnings: list[str] = field(default_factory=list)  # the case proves little (constant inputs, zero reference)
+    phase: str = ""  # "" = the case's verdict; "after timing" = the benchmark's recheck, a second result
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseResult":

@@ -424,7 +424,7 @@ class Runner:
 def result_key(event: Event) -> tuple | None:
     """What makes a result one of a kind within a run (None: not a result)."""
     if isinstance(event, CaseResult):
-        return ("case", event.case_index, event.config, event.output)
+        return ("case", event.case_index, event.config, event.output, event.phase)
     if isinstance(event, BenchResult):
         return ("bench", event.case_index)
     if isinstance(event, DeviceFacts):

@@ -23,7 +23,6 @@ from typing import Any, Callable
 import torch
 
 from ..events import BenchResult, CaseResult, DeviceFacts, Problem, StageChanged, Timing
-from ..project.config import Tolerance, VerifyConfig
 from ..project.contract import (
     Case,
     KernelModule,
@@ -43,6 +42,7 @@ from ..verify.battery import (
     restore_inputs,
     synchronize,
 )
+from ..verify.handoff import CaseData, sample_outputs
 from .autotune import AutotuneRecorder
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
@@ -60,7 +60,6 @@ from .timers import GraphCaptureBroke, L2Flusher, measure
 INTERPRETER_REFUSAL = ("benchmarking needs a CUDA GPU, and this run uses the Triton interpreter on the CPU "
                        "({reason}); the interpreter's times say nothing about a kernel's speed, so none are taken. "
                        "Run `workbench verify` here for correctness, and `workbench bench` on a machine with a GPU.")
-NATIVE_TOLERANCE_FACTOR = 2.0
 REUSED_REFERENCE_NOTE = ("reference time from an earlier run of the live loop (reference_fn, get_inputs, case and "
                          "GPU unchanged); `workbench bench` times it afresh")
 COMPILE_WARMUP_CALLS = 3
@@ -137,41 +136,47 @@ def bench_stage(context: Any) -> None:
 
 
 class BenchChecker(Verifier):
-    """The verification battery's comparison, for one call at a time on benchmark-sized inputs."""
+    """The verification battery's comparison, for one call at a time on benchmark-sized inputs.
+
+    The check before timing is a verdict: it goes to the judge, on a random sample of each output
+    (with the whole output's shape and NaN count beside it: see verify/handoff.sample_outputs).
+    The recheck after timing compares whole outputs here; only a failure goes to the judge."""
 
     def call(self, inputs: list[Any], case: Case) -> Outputs:
         return flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
 
-    def check(self, case: Case, inputs: list[Any], out: Outputs, ref: Reference) -> CaseResult:
+    def check(self, case: Case, out: Outputs, ref: Reference, notes: list[str],
+              messages: list[str] | None = None, phase: str = "") -> CaseResult:
+        """The judge's verdict on `out` (reported by the judge). `messages`: failures found here first;
+        `phase`: "after timing" for the recheck (a second result for the case, never merged with the first)."""
+        start = time.perf_counter()
+        data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
+                        notes=([ref.note] if ref.note else []) + notes, phase=phase)
+        try:
+            data.take_sample(sample_outputs(out.tensors, ref.outputs.tensors))
+        except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
+            torch.cuda.empty_cache()
+            data.take_sample(sample_outputs([t.cpu() for t in out.tensors], [t.cpu() for t in ref.outputs.tensors]))
+        data.duration_s = time.perf_counter() - start
+        return self.deliver(data)
+
+    def compare_here(self, case: Case, inputs: list[Any], out: Outputs, ref: Reference) -> CaseResult:
+        """The whole outputs compared in this process: a recheck, reported only through `check`."""
         base = CaseResult(case_index=case.index, label=case.label, status="passed")
-        if ref.note:
-            base.notes.append(ref.note)
-        saved = self.config
-        if ref.precision == "native":
-            self.config = widened(saved, NATIVE_TOLERANCE_FACTOR)
-            base.notes.append(f"tolerances multiplied by {NATIVE_TOLERANCE_FACTOR:g} for the low-precision reference")
         try:
             return self._judge(base, inputs, out, out, ref.outputs, time.perf_counter())
         except torch.cuda.OutOfMemoryError:  # float64 comparison temporaries: compare on the host instead
             torch.cuda.empty_cache()
-            base.notes.append("compared on the CPU (the GPU had no room for the comparison)")
             return self._judge(base, inputs, on_cpu(out), on_cpu(out), on_cpu(ref.outputs), time.perf_counter())
-        finally:
-            self.config = saved
 
-    def error(self, case: Case, exc: BaseException, when: str) -> CaseResult:
-        base = CaseResult(case_index=case.index, label=case.label, status="error")
-        return self._error_result(base, exc, time.perf_counter(), when)
+    def error(self, case: Case, exc: BaseException, when: str, phase: str = "") -> CaseResult:
+        data = self._error_data(CaseData(case_index=case.index, label=case.label, phase=phase), case, exc,
+                                time.perf_counter(), when)
+        return self.deliver(data)
 
 
 def on_cpu(outputs: Outputs) -> Outputs:
     return Outputs([t.cpu() for t in outputs.tensors], outputs.names)
-
-
-def widened(config: VerifyConfig, factor: float) -> VerifyConfig:
-    tolerances = {k: Tolerance(t.rtol * factor, t.atol * factor, t.rel_norm * factor)
-                  for k, t in config.tolerances.items()}
-    return dataclasses.replace(config, tolerances=tolerances)
 
 
 class CaseBencher:
@@ -183,7 +188,8 @@ class CaseBencher:
         self.inplace = context.config.verify.inplace
         self.emit: Callable[[Any], None] = context.emit
         self.facts, self.flusher = facts, flusher
-        self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins)
+        self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins,
+                                    getattr(context, "judge", None))
         self.live = bool(context.job.options.get("live"))
         # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
         self.known_references: dict[str, dict] = context.job.options.get("reference_timings") or {}
@@ -218,13 +224,11 @@ class CaseBencher:
             except (RunAborted, ContextPoisoned):
                 raise
             except Exception as exc:  # noqa: BLE001 - the kernel refuses this case
-                self.emit(self.checker.error(case, exc, "benchmark case"))
+                self.checker.error(case, exc, "benchmark case")
                 return
         for report in recorder.reports(case.index):
             self.emit(report)
-        verdict = self.checker.check(case, inputs, first, ref)
-        verdict.notes.append("benchmark case: checked before timing, and again after it")
-        self.emit(verdict)
+        verdict = self.checker.check(case, first, ref, ["benchmark case: checked before timing, and again after it"])
         if verdict.status != "passed":
             return  # never time a wrong kernel
         result = BenchResult(case_index=case.index, label=case.label, dtype=verdict.dtype)
@@ -248,21 +252,21 @@ class CaseBencher:
         """The output after the timed calls must still be right, or the time is not posted."""
         if originals is not None:
             restore_inputs(inputs, originals)  # an in-place kernel changed them on every timed call
+        samples = result.kernel.samples if result.kernel else 0
         try:
             out = self.checker.call(inputs, case)
         except (RunAborted, ContextPoisoned):
             raise
         except Exception as exc:  # noqa: BLE001
-            failure = self.checker.error(case, exc, "after timing")
+            failure = self.checker.error(case, exc, f"after {samples} timed calls", phase="after timing")
         else:
-            failure = self.checker.check(case, inputs, out, ref)
+            here = self.checker.compare_here(case, inputs, out, ref)
+            if here.status == "passed":
+                result.recheck = "passed"
+                return
+            failure = self.checker.check(case, out, ref, [], [f"after {samples} timed calls: {m}" for m in here.messages],
+                                         phase="after timing")
             del out
-        samples = result.kernel.samples if result.kernel else 0
-        if failure.status == "passed":
-            result.recheck = "passed"
-            return
-        failure.messages = [f"after {samples} timed calls: {m}" for m in failure.messages]
-        self.emit(failure)
         result.recheck = "failed: " + (failure.messages[0] if failure.messages else failure.status)
         result.notes.append("the kernel's time is not posted: its output was wrong after the timed calls")
         result.kernel = None

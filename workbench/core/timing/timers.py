@@ -29,6 +29,7 @@ import torch
 from ..events import Timing
 from ..project.config import BenchConfig
 from ..project.contract import first_line
+from ..verify.compat import GraphCaptureBroke, host_sync, recover_from_failed_capture  # noqa: F401 - re-exported
 from .compilewatch import CompileWatch
 from .stats import format_ms, summarize
 
@@ -226,46 +227,6 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
     samples = [(a.elapsed_time(b) - c.elapsed_time(d)) / calls for a, b, c, d in events]
     del work, flush_only
     return samples, calls
-
-
-class GraphCaptureBroke(RuntimeError):
-    """A failed capture left this process's CUDA state unusable: the worker must be replaced."""
-
-
-def host_sync(fn: Callable[[], Any]) -> str:
-    """Why `fn` cannot go into a CUDA graph ("" when it can): a host synchronization, found by a call
-    under torch's sync debug mode rather than by a failed capture, which is costly to recover from."""
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        fn()
-    except RuntimeError as exc:
-        return first_line(exc)
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
-    torch.cuda.synchronize()
-    return ""
-
-
-def recover_from_failed_capture() -> None:
-    """Undo what an aborted capture leaves behind.
-
-    torch.cuda.graph's exit raises before the CUDA generator leaves capture mode, and
-    every random op after that fails ("Offset increment outside graph capture"). A
-    capture that completes takes the generator through capture and back out again.
-    """
-    try:
-        torch.cuda.synchronize()
-        probe = torch.zeros(1, device="cuda")
-        reset = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(reset):
-            probe.add_(1)
-        del reset
-        torch.randn(1, device="cuda")
-        torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001
-        raise GraphCaptureBroke(f"a failed CUDA-graph capture left torch's CUDA state unusable: "
-                                f"{type(exc).__name__}: {first_line(exc)}") from exc
 
 
 class _Nothing:

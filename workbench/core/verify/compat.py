@@ -21,7 +21,49 @@ import torch
 
 from ..project.config import VerifyConfig
 from ..project.contract import Case, KernelModule, first_line
+from ..stage import ContextPoisoned
 from .handoff import ExtraRun
+
+
+class GraphCaptureBroke(RuntimeError):
+    """A failed capture left this process's CUDA state unusable: the worker must be replaced."""
+
+
+def host_sync(fn: Callable[[], Any]) -> str:
+    """Why `fn` cannot go into a CUDA graph ("" when it can): a host synchronization, found by a call
+    under torch's sync debug mode rather than by a failed capture, which is costly to recover from."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+    except RuntimeError as exc:
+        return first_line(exc)
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    torch.cuda.synchronize()
+    return ""
+
+
+def recover_from_failed_capture() -> None:
+    """Undo what an aborted capture leaves behind.
+
+    torch.cuda.graph's exit raises before the CUDA generator leaves capture mode, and
+    every random op after that fails ("Offset increment outside graph capture"). A
+    capture that completes takes the generator through capture and back out again.
+    """
+    try:
+        torch.cuda.synchronize()
+        probe = torch.zeros(1, device="cuda")
+        reset = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(reset):
+            probe.add_(1)
+        del reset
+        torch.randn(1, device="cuda")
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        raise GraphCaptureBroke(f"a failed CUDA-graph capture left torch's CUDA state unusable: "
+                                f"{type(exc).__name__}: {first_line(exc)}") from exc
+
 
 INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA graphs: checked on a GPU only"
 
@@ -92,6 +134,13 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
             km.kernel_fn(*_clone(inputs))  # compile and autotune outside the capture
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
+        # A launcher that syncs with the host would abort the capture, and an aborted capture can leave
+        # torch unusable for the cases after it: ask torch's sync debug mode first.
+        why = host_sync(lambda: km.kernel_fn(*_clone(inputs)))
+        if why:
+            run.error = (f"CUDA graph capture or replay failed: kernel_fn synchronizes with the host, which a "
+                         f"graph cannot hold ({why})")
+            return
         graph = torch.cuda.CUDAGraph()
         # Capture on other values than those replayed: a value read at capture time shows up.
         with torch.no_grad():
@@ -109,8 +158,8 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
     except Exception as exc:  # noqa: BLE001 - the capture error is the finding
         run.error = f"CUDA graph capture or replay failed: {type(exc).__name__}: {first_line(exc)}"
         try:
-            torch.cuda.synchronize()
-        except Exception:  # noqa: BLE001
-            pass
+            recover_from_failed_capture()
+        except GraphCaptureBroke as broke:
+            raise ContextPoisoned(str(broke)) from broke
         return
     run.outputs, run.reference = [t.detach().clone() for t in flatten(out)], list(reference)

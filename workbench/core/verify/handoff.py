@@ -37,6 +37,66 @@ _write, _read = os.write, os.read
 _pack_header, _unpack_header = struct.Struct("<cQ").pack, struct.Struct("<cQ").unpack
 _type, _tuple, _str, _len, _memoryview = type, tuple, str, len, memoryview
 _Tensor, _uint8 = torch.Tensor, torch.uint8
+_VF = torch._C._VariableFunctions
+_randint, _take, _isnan, _logical_and, _logical_not = (_VF.randint, _VF.take, _VF.isnan, _VF.logical_and,
+                                                       _VF.logical_not)
+_sum, _item, _to, _narrow = _TB.sum, _TB.item, _TB.to, _TB.narrow
+_device_of = _TB.device.__get__
+_Generator, _urandom, _int_from_bytes = torch.Generator, os.urandom, int.from_bytes
+
+SAMPLE_ELEMENTS = 1 << 20  # a benchmark-sized output is judged on this many elements drawn at random
+
+
+@dataclass
+class Sample:
+    """Large outputs and their reference cut down to the same random elements for the judge, with what
+    the judge still needs from the whole tensors: their shapes, and NaN where the reference has none."""
+
+    outputs: list[Any]
+    reference: list[Any]
+    output_shapes: list[tuple[int, ...]]
+    reference_shapes: list[tuple[int, ...]]
+    nan_where_reference_has_none: list[int]
+    sampled_from: int  # elements of the largest output sampled (0: nothing was sampled)
+    not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor
+    index: list[Any] = field(default_factory=list)  # per output: the flat indices drawn, or None (whole)
+
+
+def sample_outputs(outputs: list[Any], reference: list[Any], limit: int = SAMPLE_ELEMENTS) -> Sample:
+    """Same-index random samples of each output and its reference (the whole tensors when small),
+    computed with the functions bound above, on the outputs' device."""
+    with _no_torch_function():
+        sample = Sample([], [], [_tuple(_size(t)) for t in outputs], [_tuple(_size(t)) for t in reference], [], 0,
+                        [i for i, t in enumerate(outputs) if _type(t) is not _Tensor])
+        for i, out in enumerate(outputs):
+            ref = reference[i] if i < _len(reference) else None
+            if ref is None or _tuple(_size(ref)) != sample.output_shapes[i]:
+                # the judge reports the count or the shapes from the fields above; no values to compare
+                sample.outputs.append(_narrow(_reshape(out, (-1,)), 0, 0, 0))
+                if ref is not None:
+                    sample.reference.append(_narrow(_reshape(ref, (-1,)), 0, 0, 0))
+                sample.nan_where_reference_has_none.append(0)
+                sample.index.append(None)
+                continue
+            ref = _to(ref, _device_of(out))
+            sample.nan_where_reference_has_none.append(
+                _item(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref))))))
+            n = _numel(out)
+            if n <= limit:
+                sample.outputs.append(out)
+                sample.reference.append(ref)
+                sample.index.append(None)
+                continue
+            generator = _Generator(device=_device_of(out))
+            generator.manual_seed(_int_from_bytes(_urandom(8), "little") >> 1)
+            index = _randint(n, (limit,), generator=generator, device=_device_of(out))
+            sample.outputs.append(_take(out, index))
+            sample.reference.append(_take(ref, index))
+            sample.index.append(index)
+            sample.sampled_from = max(sample.sampled_from, n)
+        for ref in reference[_len(outputs):]:
+            sample.reference.append(ref)
+    return sample
 
 
 def pack_tensor(t: Any) -> dict[str, Any]:
@@ -70,6 +130,9 @@ class ExtraRun:
     skipped: str = ""  # why it did not run
 
 
+TENSOR_LISTS = ("first", "second", "reference", "before", "after", "sample_index")
+
+
 @dataclass
 class CaseData:
     """Everything the judge needs to give one case (under one config) its verdict."""
@@ -78,6 +141,7 @@ class CaseData:
     label: str
     config: str = ""
     generated: bool = False
+    phase: str = ""  # CaseResult.phase
     status: str = "compare"  # compare | error | skipped (the last two carry their messages)
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -94,15 +158,28 @@ class CaseData:
     failure_hints: list[str] = field(default_factory=list)  # notes worth adding only when the case fails
     checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)
     duration_s: float = 0.0
-    not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor (set on unpack)
+    not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor (also set on unpack)
+    # A benchmark-sized case is judged on a sample (sample_outputs): the whole tensors' shapes, and their NaN
+    # where the reference has a number, come beside it; empty lists: `first` and `reference` are whole.
+    output_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    reference_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    nan_where_reference_has_none: list[int] = field(default_factory=list)
+    sampled_from: int = 0
+    sample_index: list[Any] = field(default_factory=list)  # per output: the flat indices judged, or None (whole)
 
     # -- the wire ---------------------------------------------------------------------
+
+    def take_sample(self, sample: Sample) -> None:
+        self.first, self.reference, self.not_plain = sample.outputs, sample.reference, sample.not_plain
+        self.output_shapes, self.reference_shapes = sample.output_shapes, sample.reference_shapes
+        self.nan_where_reference_has_none, self.sampled_from = sample.nan_where_reference_has_none, sample.sampled_from
+        self.sample_index = sample.index
 
     def pack(self) -> bytes:
         plain: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("first", "second", "reference", "before", "after"):
+            if f.name in TENSOR_LISTS:
                 value = [None if t is None else pack_tensor(t) for t in value]
             elif f.name == "extra_runs":
                 value = [{**vars(r), "outputs": [pack_tensor(t) for t in r.outputs],
@@ -113,8 +190,9 @@ class CaseData:
     @classmethod
     def unpack(cls, payload: bytes) -> "CaseData":
         plain = _loads(payload)
-        plain["not_plain"] = [i for i, t in enumerate(plain["first"]) if t is not None and not t["exact"]]
-        for name in ("first", "second", "reference", "before", "after"):
+        plain["not_plain"] = sorted(set(plain.get("not_plain") or [])
+                                    | {i for i, t in enumerate(plain["first"]) if t is not None and not t["exact"]})
+        for name in TENSOR_LISTS:
             plain[name] = [None if t is None else unpack_tensor(t) for t in plain[name]]
         plain["extra_runs"] = [ExtraRun(**{**r, "outputs": [unpack_tensor(t) for t in r["outputs"]],
                                            "reference": [unpack_tensor(t) for t in r["reference"]]})

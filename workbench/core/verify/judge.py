@@ -27,8 +27,11 @@ torch._C APIs, or ctypes writes into memory; reaching the judge through the OS (
 /proc/<pid>/fd, signals); a reference_fn that is wrong, or CASES that leave out what fails (both
 are the project's own statements); which cases the kernel's process runs and what it reports as
 skipped (never a pass, but a case it leaves out is not judged); the launch count, the aliasing
-facts and the NaN/sentinel prefill, which happen in the kernel's process; the benchmark's recheck
-after timing (reported, never a verdict). Against those, read the diff of kernel.py.
+facts and the NaN/sentinel prefill, which happen in the kernel's process; for a benchmark-sized
+case, which elements are drawn for the judge (see handoff.sample_outputs: drawn with the bound
+functions, from os.urandom, so patching torch does not choose them) and the whole-output NaN count;
+the benchmark's recheck after timing (compared in the kernel's process; only a failure reaches the
+judge, and a recheck that lies can only post a time). Against those, read the diff of kernel.py.
 """
 
 from __future__ import annotations
@@ -36,17 +39,22 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 import torch
 
 from ..events import CaseResult
-from ..project.config import VerifyConfig
-from .compare import compare, tensors_equal_bitwise
+from ..project.config import Tolerance, VerifyConfig
+from .compare import compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+# A reference that had to run in the inputs' own 16-bit dtype (a benchmark shape too big for float32)
+# carries rounding errors of the kernel's size: the tolerances widen by this factor, and the verdict says so.
+LOW_PRECISION_REFERENCE_FACTOR = 2.0
 WEAK_MIN_ELEMENTS = 8  # fewer elements than this cannot be called "all zeros" by design rather than chance
 
 
@@ -58,11 +66,13 @@ class Judge:
     interpret: bool = False
     seen_references: dict[str, str] = field(default_factory=dict)  # digest -> label of the first case
 
-    def judge(self, data: CaseData) -> CaseResult:
+    def judge(self, data: CaseData, weak_inputs: bool = True) -> CaseResult:
+        """The verdict on one case. `weak_inputs`: also warn about inputs that prove nothing (a digest of
+        the whole reference: the recheck of a benchmark-sized output skips it)."""
         start = time.perf_counter()
         result = CaseResult(case_index=data.case_index, label=data.label, status="passed", config=data.config,
                             notes=list(data.notes), generated=data.generated, launches=data.launches,
-                            checks=dict(data.checks))
+                            checks=dict(data.checks), phase=data.phase)
         if data.status in ("error", "skipped"):
             result.status = data.status
             result.messages = list(data.messages)
@@ -73,7 +83,7 @@ class Judge:
         self._inputs(result, data)
         self._launches(result, data)
         self._extra_runs(result, data)
-        if not data.config and not data.generated:
+        if weak_inputs and not data.config and not data.generated and not data.sampled_from:
             self._weak_inputs(result, data)
         result.status = "failed" if result.messages else "passed"
         if result.status == "failed":
@@ -103,19 +113,33 @@ class Judge:
                 result.messages.append(f"{prefix}dtype {got_dtype}, expected {want_dtype} (reference_fn's on the "
                                        "same inputs)")
                 result.checks["dtype"] = "failed"
-            if tuple(out.shape) != tuple(expected.shape):
-                result.messages.append(f"{prefix}shape {tuple(out.shape)}, expected {tuple(expected.shape)}"
-                                       + (" (it only broadcasts to it)" if broadcasts(out, expected) else ""))
+            got_shape = tuple(data.output_shapes[i]) if i < len(data.output_shapes) else tuple(out.shape)
+            want_shape = tuple(data.reference_shapes[i]) if i < len(data.reference_shapes) else tuple(expected.shape)
+            if got_shape != want_shape:
+                result.messages.append(f"{prefix}shape {got_shape}, expected {want_shape}"
+                                       + (" (it only broadcasts to it)" if broadcasts(got_shape, want_shape) else ""))
                 result.checks["shape"] = "failed"
-                result.numel += expected.numel()
-                result.bad_count += expected.numel()
+                result.numel += prod(want_shape)
+                result.bad_count += prod(want_shape)
                 continue
             tol = self.config.tolerance_for(got_dtype)
+            if expected.dtype in LOW_PRECISION:
+                tol = Tolerance(tol.rtol * LOW_PRECISION_REFERENCE_FACTOR, tol.atol * LOW_PRECISION_REFERENCE_FACTOR,
+                                tol.rel_norm * LOW_PRECISION_REFERENCE_FACTOR)
+                note = (f"tolerances multiplied by {LOW_PRECISION_REFERENCE_FACTOR:g}: the reference ran in "
+                        f"{dtype_name(expected)}")
+                if note not in result.notes:
+                    result.notes.append(note)
             unwritten = unwritten_mask(out, out2) if data.second else None
             cmp = compare(out, expected, tol, unwritten)
             result.messages += [prefix + m for m in cmp.messages]
             if cmp.unwritten:
                 result.checks["unwritten"] = "failed"
+            if data.sampled_from and i < len(data.nan_where_reference_has_none) \
+                    and data.nan_where_reference_has_none[i] and not cmp.nan_mismatch:
+                result.messages.append(f"{prefix}{data.nan_where_reference_has_none[i]} NaN where the reference "
+                                       "has a number, counted over the whole output (elements never written?)")
+                cmp.nan_mismatch = True
             if cmp.nan_mismatch:
                 result.checks["nan"] = "failed"
             if cmp.messages and not cmp.unwritten and not cmp.nan_mismatch:
@@ -126,6 +150,12 @@ class Judge:
             result.max_abs_err = _max(result.max_abs_err, cmp.max_abs_err)
             result.max_rel_err = _max(result.max_rel_err, cmp.max_rel_err)
             result.rel_norm_err = _max(result.rel_norm_err, cmp.rel_norm_err)
+            index = data.sample_index[i] if i < len(data.sample_index) else None
+            if index is not None:  # a sample: the worst element's place in the whole output; no map of a sample
+                if cmp.worst is not None:
+                    cmp.worst.index = unravel(int(index[cmp.worst.index[0]]), got_shape)
+                cmp.error_map = None
+                cmp.pattern = f"{cmp.bad_count:,} of {cmp.numel:,} elements drawn at random" if cmp.bad_count else ""
             if cmp.worst is not None and result.worst is None:
                 result.worst, result.pattern, result.error_map, result.output = cmp.worst, cmp.pattern, \
                     cmp.error_map, name
@@ -138,6 +168,9 @@ class Judge:
                         result.checks["deterministic"] = "failed"
                     else:
                         result.notes.append(text)
+        if data.sampled_from:
+            result.notes.append(f"judged on {len(first[0]) if first else 0:,} elements drawn at random from up to "
+                                f"{data.sampled_from:,} per output; NaN counted over every element")
         for check in ("values", "unwritten", "nan", "dtype", "shape", "structure"):
             result.checks.setdefault(check, "passed")
 
@@ -226,7 +259,7 @@ def judge_outputs(config: VerifyConfig, interpret: bool, base: CaseResult, input
     data = CaseData(case_index=base.case_index, label=base.label, config=base.config, notes=list(base.notes),
                     first=first, second=second if second is not first else [], names=names, reference=reference,
                     before=[x if isinstance(x, torch.Tensor) else None for x in inputs])
-    result = Judge(config, interpret).judge(data)
+    result = Judge(config, interpret).judge(data, weak_inputs=False)
     result.checks, result.warnings = {}, []
     return result
 
@@ -246,9 +279,9 @@ def reference_digest(tensors: list[torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def broadcasts(out: torch.Tensor, expected: torch.Tensor) -> bool:
+def broadcasts(got: tuple[int, ...], expected: tuple[int, ...]) -> bool:
     try:
-        return tuple(torch.broadcast_shapes(out.shape, expected.shape)) == tuple(expected.shape)
+        return tuple(torch.broadcast_shapes(got, expected)) == tuple(expected)
     except RuntimeError:
         return False
 

@@ -1,0 +1,5 @@
+"""`python -m workbench`: the same command line as `workbench`."""
+
+from .cli import main
+
+raise SystemExit(main())
