@@ -9,7 +9,8 @@ generator has run once in this process too.
 
 CUDA loads each of torch's kernels on its first use (lazy module loading), a few milliseconds each;
 the kernel's process uses dozens on the GPU (random inputs, the NaN prefill, a float64 reference,
-copies for the judge, and the comparison of the benchmark's re-check; the verdicts' comparison runs
+copies for the judge, a benchmark case's random draw for the judge, and the comparison of the benchmark's
+re-check; the verdicts' comparison runs
 in the judge, on the CPU). `warm_battery_ops` runs those once per dtype, a failing comparison
 included, so a save's first case does not pay for the loads.
 """
@@ -52,8 +53,9 @@ def warm_compiler(torch: Any) -> None:
 
 def warm_battery_ops(torch: Any) -> None:
     from ..project.config import Tolerance
-    from ..verify.judge import unwritten_mask
     from ..verify.compare import compare, tensors_equal_bitwise
+    from ..verify.handoff import sample_outputs
+    from ..verify.judge import unwritten_mask
 
     tol = Tolerance(rtol=1e-3, atol=1e-3, rel_norm=1e-3)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -66,4 +68,5 @@ def warm_battery_ops(torch: Any) -> None:
         compare(out, expected, tol, unwritten_mask(out, second))
         tensors_equal_bitwise(out, second).all()
         out.cpu()  # the hand-off to the judge copies every tensor to host memory
+        sample_outputs([out], [expected], limit=16)  # a benchmark case's hand-off: a random draw, a NaN count
     torch.cuda.synchronize()
