@@ -416,7 +416,7 @@ def main() -> int:
         print("the plain loop and the compilation probe were skipped (--no-plain, or no GPU: they need one)",
               flush=True)
         plain_rows = [{"verdict_s": None, "first_bench_s": None, "bench_done_s": None}]
-        probe = {"compile_s": 0.0, "execute_s": 0.0}
+        probe = {"compile_s": 0.0, "execute_s": 0.0, "skipped": True}
 
     wb_verdict, plain_verdict = med(r["verdict_s"] for r in wb_rows), med(r["verdict_s"] for r in plain_rows)
     wb_first, plain_first = med(r["first_bench_s"] for r in wb_rows), med(r["first_bench_s"] for r in plain_rows)
@@ -467,8 +467,11 @@ def main() -> int:
     print(f"  verdict to screen                              {wb_verdict - last_case:6.3f} s")
     print(f"  => the workbench's own path {own:.3f} s ({own / wb_verdict:.0%} of save -> verdict); the rest is the "
           "shards compiling and running the verification battery")
-    print(f"  for scale, in one warm process with a cold cache: Triton compiling the verification cases "
-          f"{probe['compile_s']:.3f} s, executing them {probe['execute_s']:.3f} s")
+    if probe.get("skipped"):
+        print("  (the compilation probe was skipped with the plain loop)")
+    else:
+        print(f"  for scale, in one warm process with a cold cache: Triton compiling the verification cases "
+              f"{probe['compile_s']:.3f} s, executing them {probe['execute_s']:.3f} s")
     bench_ready = med(r["bench_worker_ready_s"] for r in wb_rows)
     imported = med(r["bench_kernel_imported_s"] for r in wb_rows)
     facts = med(r["device_facts_s"] for r in wb_rows)

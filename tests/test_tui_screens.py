@@ -281,3 +281,18 @@ def test_snapshot_autotune_tab(snap_compare, project):
 @needs_snapshots
 def test_snapshot_too_small(snap_compare, project):
     assert snap_compare(app_for(project), terminal_size=(80, 20))
+
+
+def test_case_detail_says_which_gpu_ran_the_case_and_how_many_launches():
+    from tui_helpers import render_text
+
+    from workbench.core.events import CaseResult
+    from workbench.tui.widgets.cases import result_detail
+
+    result = CaseResult(case_index=2, label="n=4097", status="passed", numel=4097, duration_s=0.25, gpu="1",
+                        launches=2)
+    text = "\n".join(render_text(part) for part in result_detail(result))
+    assert "0.25 s on GPU 1, 2 Triton launches per call" in text
+    alone = "\n".join(render_text(part) for part in result_detail(CaseResult(case_index=0, label="n=1",
+                                                                             status="passed", numel=1, launches=1)))
+    assert "took" in alone and "1 Triton launch per call" in alone and "GPU" not in alone

@@ -156,8 +156,13 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
                   f"   rel norm {fmt_err(result.rel_norm_err)}")
     if result.rtol is not None:
         stats.add_row("tolerance", f"rtol {result.rtol:g} · atol {result.atol:g} ({result.dtype})")
-    if result.duration_s:
-        stats.add_row("took", f"{result.duration_s:.2f} s")
+    took = f"{result.duration_s:.2f} s" if result.duration_s else ""
+    if result.gpu:  # the run spread its cases over GPUs: which one ran this case
+        took = f"{took} on GPU {result.gpu}" if took else f"on GPU {result.gpu}"
+    if result.launches is not None:
+        took += f"{', ' if took else ''}{result.launches} Triton launch{'es' if result.launches != 1 else ''} per call"
+    if took:
+        stats.add_row("took", took)
     parts.append(stats)
     if result.worst is not None:
         worst = result.worst
