@@ -124,3 +124,14 @@ def test_unravel_matches_torch_for_every_element():
         for flat in range(torch.Size(shape).numel()):
             assert unravel(flat, shape) == [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
     assert unravel(0, ()) == []
+
+
+def test_a_one_element_output_gets_no_guess_about_boundaries():
+    """A 1x1 output whose single element is never written (a mask one short) is a boundary bug: calling it
+    "the computation itself, not a boundary" sent the reader the wrong way."""
+    import torch
+
+    from workbench.core.verify.compare import describe_pattern
+
+    assert describe_pattern(torch.ones(1, 1, dtype=torch.bool)) == "1 of 1 elements"
+    assert "the computation itself" in describe_pattern(torch.ones(8, 8, dtype=torch.bool))

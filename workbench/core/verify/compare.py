@@ -128,11 +128,16 @@ def _as_rows(mask: torch.Tensor) -> torch.Tensor:
     return mask.reshape(-1, mask.shape[-1])
 
 
+SMALL_OUTPUT = 8  # below this many elements a pattern says nothing
+
+
 def describe_pattern(bad: torch.Tensor) -> str:
     """A one-line guess at where the bad elements are and why."""
     total, count = bad.numel(), int(bad.sum())
     if count == 0:
         return ""
+    if total < SMALL_OUTPUT:  # every element of a handful is both edge and interior: no guess
+        return f"{count} of {total} elements"
     if count > 0.5 * total:
         return f"everywhere ({count} of {total}): the computation itself, not a boundary"
     if bad.dim() <= 1:
