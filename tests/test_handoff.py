@@ -70,11 +70,10 @@ def test_the_judge_warns_when_two_cases_have_the_same_reference():
 
 def judged_sample(out, ref, limit=1 << 12):
     from workbench.core.project.config import VerifyConfig
-    from workbench.core.verify.handoff import sample_outputs
     from workbench.core.verify.judge import Judge
 
     data = CaseData(case_index=0, label="big", names=[""])
-    data.take_sample(sample_outputs([out], [ref], limit))
+    data.sample([out], [ref], limit)
     return Judge(VerifyConfig()).judge(CaseData.unpack(data.pack())), data
 
 
@@ -142,7 +141,6 @@ def test_a_reference_in_16_bit_floats_widens_the_tolerances_and_says_so():
 def test_the_in_process_recheck_never_digests_the_whole_reference(monkeypatch):
     """A benchmark's recheck compares whole outputs (a gigabyte in float64 for the big shapes): hashing the
     reference there for the weak-input warning cost a second per case."""
-    from workbench.core.events import CaseResult
     from workbench.core.project.config import VerifyConfig
     from workbench.core.verify import judge as judge_module
 
@@ -151,6 +149,5 @@ def test_the_in_process_recheck_never_digests_the_whole_reference(monkeypatch):
 
     monkeypatch.setattr(judge_module, "reference_digest", refuse)
     ref = torch.randn(1000, dtype=torch.float64)
-    result = judge_module.judge_outputs(VerifyConfig(), False, CaseResult(case_index=0, label="x", status="passed"),
-                                        [ref.float()], [ref.float()], [ref.float()], [""], [ref])
+    result = judge_module.judge_outputs(VerifyConfig(), 0, "x", [ref.float()], [""], [ref])
     assert result.status == "passed"

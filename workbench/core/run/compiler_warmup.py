@@ -54,7 +54,7 @@ def warm_compiler(torch: Any) -> None:
 def warm_battery_ops(torch: Any) -> None:
     from ..project.config import Tolerance
     from ..verify.compare import compare, tensors_equal_bitwise
-    from ..verify.handoff import sample_outputs
+    from ..verify.handoff import CaseData
     from ..verify.judge import unwritten_mask
 
     tol = Tolerance(rtol=1e-3, atol=1e-3, rel_norm=1e-3)
@@ -68,5 +68,5 @@ def warm_battery_ops(torch: Any) -> None:
         compare(out, expected, tol, unwritten_mask(out, second))
         tensors_equal_bitwise(out, second).all()
         out.cpu()  # the hand-off to the judge copies every tensor to host memory
-        sample_outputs([out], [expected], limit=16)  # a benchmark case's hand-off: a random draw, a NaN count
+        CaseData(case_index=0, label="").sample([out], [expected], limit=16)  # a benchmark case's random draw
     torch.cuda.synchronize()

@@ -42,7 +42,9 @@ from ..verify.battery import (
     restore_inputs,
     synchronize,
 )
-from ..verify.handoff import CaseData, sample_outputs
+from ..verify.compat import GraphCaptureBroke
+from ..verify.handoff import CaseData
+from ..verify.judge import judge_outputs
 from .autotune import AutotuneRecorder
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
@@ -55,7 +57,7 @@ from .stats import (
     rate_per_s,
     speedup,
 )
-from .timers import GraphCaptureBroke, L2Flusher, measure
+from .timers import L2Flusher, measure
 
 INTERPRETER_REFUSAL = ("benchmarking needs a CUDA GPU, and this run uses the Triton interpreter on the CPU "
                        "({reason}); the interpreter's times say nothing about a kernel's speed, so none are taken. "
@@ -139,7 +141,7 @@ class BenchChecker(Verifier):
     """The verification battery's comparison, for one call at a time on benchmark-sized inputs.
 
     The check before timing is a verdict: it goes to the judge, on a random sample of each output
-    (with the whole output's shape and NaN count beside it: see verify/handoff.sample_outputs).
+    (with the whole output's shape and NaN count beside it: see verify/handoff.CaseData.sample).
     The recheck after timing compares whole outputs here; only a failure goes to the judge."""
 
     def call(self, inputs: list[Any], case: Case) -> Outputs:
@@ -153,21 +155,21 @@ class BenchChecker(Verifier):
         data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
                         notes=([ref.note] if ref.note else []) + notes, phase=phase)
         try:
-            data.take_sample(sample_outputs(out.tensors, ref.outputs.tensors))
+            data.sample(out.tensors, ref.outputs.tensors)
         except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
             torch.cuda.empty_cache()
-            data.take_sample(sample_outputs([t.cpu() for t in out.tensors], [t.cpu() for t in ref.outputs.tensors]))
+            data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors)
         data.duration_s = time.perf_counter() - start
         return self.deliver(data)
 
-    def compare_here(self, case: Case, inputs: list[Any], out: Outputs, ref: Reference) -> CaseResult:
+    def compare_here(self, case: Case, out: Outputs, ref: Reference) -> CaseResult:
         """The whole outputs compared in this process: a recheck, reported only through `check`."""
-        base = CaseResult(case_index=case.index, label=case.label, status="passed")
         try:
-            return self._judge(base, inputs, out, out, ref.outputs, time.perf_counter())
+            return judge_outputs(self.config, case.index, case.label, out.tensors, out.names, ref.outputs.tensors)
         except torch.cuda.OutOfMemoryError:  # float64 comparison temporaries: compare on the host instead
             torch.cuda.empty_cache()
-            return self._judge(base, inputs, on_cpu(out), on_cpu(out), on_cpu(ref.outputs), time.perf_counter())
+            return judge_outputs(self.config, case.index, case.label, on_cpu(out).tensors, out.names,
+                                 on_cpu(ref.outputs).tensors)
 
     def error(self, case: Case, exc: BaseException, when: str, phase: str = "") -> CaseResult:
         data = self._error_data(CaseData(case_index=case.index, label=case.label, phase=phase), case, exc,
@@ -260,7 +262,7 @@ class CaseBencher:
         except Exception as exc:  # noqa: BLE001
             failure = self.checker.error(case, exc, f"after {samples} timed calls", phase="after timing")
         else:
-            here = self.checker.compare_here(case, inputs, out, ref)
+            here = self.checker.compare_here(case, out, ref)
             if here.status == "passed":
                 result.recheck = "passed"
                 return

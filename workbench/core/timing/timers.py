@@ -29,7 +29,7 @@ import torch
 from ..events import Timing
 from ..project.config import BenchConfig
 from ..project.contract import first_line
-from ..verify.compat import GraphCaptureBroke, host_sync, recover_from_failed_capture  # noqa: F401 - re-exported
+from ..verify.compat import host_sync, recover_from_failed_capture
 from .compilewatch import CompileWatch
 from .stats import format_ms, summarize
 

@@ -33,7 +33,7 @@ from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
 from .compat import compat_runs
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
-from .judge import Judge, judge_outputs
+from .judge import Judge
 from .launches import LaunchCounter
 from .tensors import (  # noqa: F401 - re-exported for the benchmark stage
     Outputs,
@@ -328,21 +328,6 @@ class Verifier:
         data.status = "error"
         data.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
         return data
-
-    def _error_result(self, base: CaseResult, exc: BaseException, start: float, when: str = "") -> CaseResult:
-        problem = problem_from_exception("runtime", exc, self.km.path, "kernel_fn raised" + (f" ({when})" if when else ""))
-        base.status = "error"
-        base.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
-        base.duration_s = time.perf_counter() - start
-        return base
-
-    def _judge(self, base: CaseResult, inputs: list[Any], first: Outputs, second: Outputs, ref: Outputs,
-               start: float) -> CaseResult:
-        """The comparison in this process (the benchmark's recheck after timing; never a verdict)."""
-        result = judge_outputs(self.config, self.interpret, base, inputs, first.tensors,
-                               second.tensors if second is not first else first.tensors, first.names, ref.tensors)
-        result.duration_s = time.perf_counter() - start
-        return result
 
     def _verify_each_config(self, case: Case, inputs: list[Any], originals: list[Any],
                             ref: Outputs, expected_dtypes: list[str]) -> list[CaseResult]:

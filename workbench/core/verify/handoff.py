@@ -18,6 +18,7 @@ import _pickle
 import os
 import struct
 from dataclasses import dataclass, field, fields
+from math import prod
 from typing import Any
 
 import numpy
@@ -45,58 +46,6 @@ _device_of = _TB.device.__get__
 _Generator, _urandom, _int_from_bytes = torch.Generator, os.urandom, int.from_bytes
 
 SAMPLE_ELEMENTS = 1 << 20  # a benchmark-sized output is judged on this many elements drawn at random
-
-
-@dataclass
-class Sample:
-    """Large outputs and their reference cut down to the same random elements for the judge, with what
-    the judge still needs from the whole tensors: their shapes, and NaN where the reference has none."""
-
-    outputs: list[Any]
-    reference: list[Any]
-    output_shapes: list[tuple[int, ...]]
-    reference_shapes: list[tuple[int, ...]]
-    nan_where_reference_has_none: list[int]
-    sampled_from: int  # elements of the largest output sampled (0: nothing was sampled)
-    not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor
-    index: list[Any] = field(default_factory=list)  # per output: the flat indices drawn, or None (whole)
-
-
-def sample_outputs(outputs: list[Any], reference: list[Any], limit: int = SAMPLE_ELEMENTS) -> Sample:
-    """Same-index random samples of each output and its reference (the whole tensors when small),
-    computed with the functions bound above, on the outputs' device."""
-    with _no_torch_function():
-        sample = Sample([], [], [_tuple(_size(t)) for t in outputs], [_tuple(_size(t)) for t in reference], [], 0,
-                        [i for i, t in enumerate(outputs) if _type(t) is not _Tensor])
-        for i, out in enumerate(outputs):
-            ref = reference[i] if i < _len(reference) else None
-            if ref is None or _tuple(_size(ref)) != sample.output_shapes[i]:
-                # the judge reports the count or the shapes from the fields above; no values to compare
-                sample.outputs.append(_narrow(_reshape(out, (-1,)), 0, 0, 0))
-                if ref is not None:
-                    sample.reference.append(_narrow(_reshape(ref, (-1,)), 0, 0, 0))
-                sample.nan_where_reference_has_none.append(0)
-                sample.index.append(None)
-                continue
-            ref = _to(ref, _device_of(out))
-            sample.nan_where_reference_has_none.append(
-                _item(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref))))))
-            n = _numel(out)
-            if n <= limit:
-                sample.outputs.append(out)
-                sample.reference.append(ref)
-                sample.index.append(None)
-                continue
-            generator = _Generator(device=_device_of(out))
-            generator.manual_seed(_int_from_bytes(_urandom(8), "little") >> 1)
-            index = _randint(n, (limit,), generator=generator, device=_device_of(out))
-            sample.outputs.append(_take(out, index))
-            sample.reference.append(_take(ref, index))
-            sample.index.append(index)
-            sample.sampled_from = max(sample.sampled_from, n)
-        for ref in reference[_len(outputs):]:
-            sample.reference.append(ref)
-    return sample
 
 
 def pack_tensor(t: Any) -> dict[str, Any]:
@@ -159,21 +108,51 @@ class CaseData:
     checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)
     duration_s: float = 0.0
     not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor (also set on unpack)
-    # A benchmark-sized case is judged on a sample (sample_outputs): the whole tensors' shapes, and their NaN
+    # A benchmark-sized case is judged on a sample (sample()): the whole tensors' shapes, and their NaN
     # where the reference has a number, come beside it; empty lists: `first` and `reference` are whole.
     output_shapes: list[tuple[int, ...]] = field(default_factory=list)
     reference_shapes: list[tuple[int, ...]] = field(default_factory=list)
     nan_where_reference_has_none: list[int] = field(default_factory=list)
-    sampled_from: int = 0
     sample_index: list[Any] = field(default_factory=list)  # per output: the flat indices judged, or None (whole)
 
-    # -- the wire ---------------------------------------------------------------------
+    @property
+    def sampled_from(self) -> int:
+        """Elements of the largest output judged on a sample (0: every output was judged whole)."""
+        return max((prod(shape) for shape, index in zip(self.output_shapes, self.sample_index) if index is not None),
+                   default=0)
 
-    def take_sample(self, sample: Sample) -> None:
-        self.first, self.reference, self.not_plain = sample.outputs, sample.reference, sample.not_plain
-        self.output_shapes, self.reference_shapes = sample.output_shapes, sample.reference_shapes
-        self.nan_where_reference_has_none, self.sampled_from = sample.nan_where_reference_has_none, sample.sampled_from
-        self.sample_index = sample.index
+    def sample(self, outputs: list[Any], reference: list[Any], limit: int = SAMPLE_ELEMENTS) -> None:
+        """Set `first` and `reference` to same-index random samples of each output and its reference (the
+        whole tensors when small), with the whole tensors' shapes and NaN count beside them; computed with the
+        functions bound above, on the outputs' device."""
+        with _no_torch_function():
+            self.output_shapes = [_tuple(_size(t)) for t in outputs]
+            self.reference_shapes = [_tuple(_size(t)) for t in reference]
+            self.not_plain = [i for i, t in enumerate(outputs) if _type(t) is not _Tensor]
+            self.first, self.reference, self.nan_where_reference_has_none, self.sample_index = [], [], [], []
+            for i, out in enumerate(outputs):
+                ref = reference[i] if i < _len(reference) else None
+                index = None
+                if ref is None or self.reference_shapes[i] != self.output_shapes[i]:
+                    # the judge reports the count or the shapes from the fields above; no values to compare
+                    nan, out = 0, _narrow(_reshape(out, (-1,)), 0, 0, 0)
+                    ref = None if ref is None else _narrow(_reshape(ref, (-1,)), 0, 0, 0)
+                else:
+                    ref = _to(ref, _device_of(out))
+                    nan = _item(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))
+                    if _numel(out) > limit:
+                        generator = _Generator(device=_device_of(out))
+                        generator.manual_seed(_int_from_bytes(_urandom(8), "little") >> 1)
+                        index = _randint(_numel(out), (limit,), generator=generator, device=_device_of(out))
+                        out, ref = _take(out, index), _take(ref, index)
+                self.first.append(out)
+                if ref is not None:
+                    self.reference.append(ref)
+                self.nan_where_reference_has_none.append(nan)
+                self.sample_index.append(index)
+            self.reference += reference[_len(outputs):]
+
+    # -- the wire ---------------------------------------------------------------------
 
     def pack(self) -> bytes:
         plain: dict[str, Any] = {}

@@ -28,7 +28,7 @@ torch._C APIs, or ctypes writes into memory; reaching the judge through the OS (
 are the project's own statements); which cases the kernel's process runs and what it reports as
 skipped (never a pass, but a case it leaves out is not judged); the launch count, the aliasing
 facts and the NaN/sentinel prefill, which happen in the kernel's process; for a benchmark-sized
-case, which elements are drawn for the judge (see handoff.sample_outputs: drawn with the bound
+case, which elements are drawn for the judge (see handoff.CaseData.sample: drawn with the bound
 functions, from os.urandom, so patching torch does not choose them) and the whole-output NaN count;
 the benchmark's recheck after timing (compared in the kernel's process; only a failure reaches the
 judge, and a recheck that lies can only post a time). Against those, read the diff of kernel.py.
@@ -253,15 +253,12 @@ class Judge:
             result.checks["inputs"] = "passed"
 
 
-def judge_outputs(config: VerifyConfig, interpret: bool, base: CaseResult, inputs: list[Any], first: list[Any],
-                  second: list[Any], names: list[str], reference: list[Any]) -> CaseResult:
-    """The output comparison alone, in this process: for rechecks that are reported, never the verdict."""
-    data = CaseData(case_index=base.case_index, label=base.label, config=base.config, notes=list(base.notes),
-                    first=first, second=second if second is not first else [], names=names, reference=reference,
-                    before=[x if isinstance(x, torch.Tensor) else None for x in inputs])
-    result = Judge(config, interpret).judge(data, weak_inputs=False)
-    result.checks, result.warnings = {}, []
-    return result
+def judge_outputs(config: VerifyConfig, case_index: int, label: str, outputs: list[Any], names: list[str],
+                  reference: list[Any]) -> CaseResult:
+    """Outputs of one call against the reference, in this process: for rechecks that are reported, never
+    the verdict (no weak-input checks: those hash the whole reference)."""
+    data = CaseData(case_index=case_index, label=label, first=outputs, names=names, reference=reference)
+    return Judge(config).judge(data, weak_inputs=False)
 
 
 def is_constant(t: torch.Tensor) -> bool:
