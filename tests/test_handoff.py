@@ -151,3 +151,33 @@ def test_the_in_process_recheck_never_digests_the_whole_reference(monkeypatch):
     ref = torch.randn(1000, dtype=torch.float64)
     result = judge_module.judge_outputs(VerifyConfig(), 0, "x", [ref.float()], [""], [ref])
     assert result.status == "passed"
+
+
+def test_a_tensor_held_in_several_places_travels_once():
+    ref = torch.randn(1 << 16, dtype=torch.float64)
+    runs = [ExtraRun(name, outputs=[ref.float()], reference=[ref]) for name in ("a", "b", "c", "d")]
+    once = CaseData(case_index=0, label="x", names=[""], extra_runs=runs[:1]).pack()
+    four = CaseData(case_index=0, label="x", names=[""], extra_runs=runs).pack()
+    # three more runs add their own float32 outputs (256 KiB each), not three more float64 references (512 KiB)
+    assert len(four) - len(once) < 3 * (ref.numel() * 4 + ref.numel() * 8)
+    assert len(four) - len(once) < 3 * ref.numel() * 4 + 4096
+    back = CaseData.unpack(four)
+    assert all(torch.equal(run.reference[0], ref) for run in back.extra_runs)
+
+
+def test_the_autotune_hint_is_added_only_to_a_failing_case_that_changed_an_input():
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify.judge import Judge
+
+    ref = torch.randn(64, dtype=torch.float64)
+    x = torch.randn(64)
+
+    def judged(out, after):
+        data = CaseData(case_index=0, label="x", names=[""], first=[out], reference=[ref], before=[x],
+                        after=[after], mutation_hints=["list the arguments it writes in restore_value"])
+        return Judge(VerifyConfig(inplace=True)).judge(data)
+
+    hint = "list the arguments it writes in restore_value"
+    assert hint in judged(ref.float() + 1, x + 1).notes  # wrong, and the input changed
+    assert hint not in judged(ref.float() + 1, x.clone()).notes  # wrong, input untouched
+    assert hint not in judged(ref.float(), x + 1).notes  # right (in place, declared)

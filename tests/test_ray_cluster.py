@@ -119,7 +119,7 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
     from workbench.core.run.session import run_project
 
     assert connect(cluster[1])
-    runner = RayRunner(cluster[1], parallel=1, connected_here=True)
+    runner = RayRunner(parallel=1, connected_here=True)
     killed = []
 
     def on_event(event):  # the actor running case 1 dies, as with its node

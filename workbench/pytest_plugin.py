@@ -55,13 +55,13 @@ class ProjectFile(pytest.File):
         from .core.events import Problem
         from .core.project.folder import Project
         from .core.run.session import run_project
+        from .reports import case_name
 
         project = Project.open(self.path.parent)
         outcome = run_project(project, _runner(self.config), ["verify"])
         self.config._workbench_exit = max(self.config._workbench_exit, outcome.exit_code)  # type: ignore[attr-defined]
         for r in outcome.case_results():
-            name = f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
-            yield CaseItem.from_parent(self, name=name, result=r)
+            yield CaseItem.from_parent(self, name=case_name(r), result=r)
         for p in outcome.of_type(Problem):
             if p.case_index is None:
                 yield ProblemItem.from_parent(self, name=f"project: {p.kind}", problem=p)

@@ -179,6 +179,12 @@ def summary_line(outcome: RunOutcome) -> str:
     return f"{verdict}: {', '.join(parts)}{took} (exit {t.exit_code})"
 
 
+def case_name(r: CaseResult) -> str:
+    """A case result's test name, the same in JUnit and under `pytest --workbench`."""
+    return (f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
+            + (f" ({r.phase})" if r.phase else ""))
+
+
 def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
     root = ET.Element("testsuites", name="workbench verify")
     for outcome in outcomes:
@@ -191,8 +197,7 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
                               skipped=str(sum(r.status == "skipped" for r in rows)),
                               time=f"{outcome.finished.duration_s if outcome.finished else 0:.3f}")
         for r in rows:
-            name = f"case {r.case_index}: {r.label}" + (f" [{r.config}]" if r.config else "")
-            case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=name,
+            case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=case_name(r),
                                  time=f"{r.duration_s:.3f}")
             props = {"generated": str(r.generated).lower(), "launches": "" if r.launches is None else str(r.launches),
                      **({"gpu": r.gpu} if r.gpu else {}),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -339,3 +340,14 @@ class Tally:
     def finished(self, duration_s: float) -> RunFinished:
         return RunFinished(verdict=self.verdict, passed=self.passed, failed=self.failed, errors=self.errors,
                            skipped=self.skipped, duration_s=round(duration_s, 3))
+
+
+class EventStream:
+    """Events written to a file descriptor as JSON lines, one flushed line each (the worker's channel)."""
+
+    def __init__(self, fd: int):
+        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        self._file.write(event.to_json() + "\n")
+        self._file.flush()

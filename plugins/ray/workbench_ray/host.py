@@ -11,7 +11,6 @@ Imports neither torch nor the worker's modules: the actor only carries lines.
 from __future__ import annotations
 
 import ctypes
-import os
 import queue
 import signal
 import subprocess
@@ -32,20 +31,21 @@ def _die_with_parent() -> None:
         pass
 
 
+def accelerator_type(resources: dict[str, Any]) -> str:
+    """The GPU kind a Ray node advertises (its "accelerator_type:<kind>" resource), or ""."""
+    return next((k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")), "")
+
+
 class WorkerHost:
     """One worker process on the node this actor was placed on (Ray sets its CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, interpret: bool, env: dict[str, str]):
-        import workbench
+        from workbench.core.run.workers import (
+            worker_env,  # imports this node's copy of the workbench
+        )
 
         self.folder = Path(tempfile.mkdtemp(prefix="workbench-ray-"))
-        child_env = dict(os.environ)
-        child_env.update(env)
-        child_env["PYTHONUNBUFFERED"] = "1"
-        package_root = str(Path(workbench.__file__).resolve().parents[1])  # where this node has the workbench
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, child_env.get("PYTHONPATH", "")) if p)
-        if interpret:
-            child_env["WORKBENCH_INTERPRET"] = "1"
+        child_env = worker_env(env, interpret)
         self.proc = subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, text=True,
                                      encoding="utf-8", errors="replace", bufsize=1, preexec_fn=_die_with_parent)
@@ -72,10 +72,9 @@ class WorkerHost:
         context = ray.get_runtime_context()
         node_id = context.get_node_id()
         node = next((n for n in ray.nodes() if n.get("NodeID") == node_id), {})
-        kinds = [k.split(":", 1)[1] for k in node.get("Resources", {}) if k.startswith("accelerator_type:")]
-        return {"node_id": node_id, "node_ip": node.get("NodeManagerAddress", ""),
+        return {"node_ip": node.get("NodeManagerAddress", ""),
                 "gpu_ids": [str(g) for g in context.get_accelerator_ids().get("GPU", [])],
-                "accelerator_type": kinds[0] if kinds else "", "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+                "accelerator_type": accelerator_type(node.get("Resources", {}))}
 
     def send(self, job: dict[str, Any], sources: dict[str, str]) -> str:
         """Write the kernel (and the modules beside it) here, point the job at it, hand it to the worker;

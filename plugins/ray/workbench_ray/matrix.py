@@ -23,11 +23,11 @@ from .runner import RayRunner, cluster_gpus, connect
 class KindsRunner:
     """A runner over one RayRunner per GPU kind; its `run` is theirs, together, reported as one run."""
 
-    def __init__(self, address: str, kinds: list[str], interpret: bool = False, connected_here: bool = False):
-        self.address, self.kinds, self.connected_here = address, kinds, connected_here
-        gpus = cluster_gpus()
-        self.runners = {kind: RayRunner(address, interpret=interpret, parallel=max(1, gpus.get(kind, 1)),
-                                        actor_options={"accelerator_type": kind}) for kind in kinds}
+    def __init__(self, kinds: dict[str, int], interpret: bool = False, connected_here: bool = False):
+        """`kinds`: the GPU kinds to run on, with the cluster's count of each."""
+        self.kinds, self.connected_here = list(kinds), connected_here
+        self.runners = {kind: RayRunner(interpret=interpret, parallel=max(1, count),
+                                        actor_options={"accelerator_type": kind}) for kind, count in kinds.items()}
 
     def run(self, job: Job, on_event: Any, timeout_s: float | None = None,
             interpret_timeout_s: float | None = None) -> RunFinished:
@@ -73,8 +73,9 @@ class KindsRunner:
 
 def make_matrix_runner(address: str, interpret: bool = False) -> KindsRunner:
     connected = connect(address)
-    kinds = sorted(cluster_gpus())
-    named = [k for k in kinds if k != "GPU"]
+    gpus = cluster_gpus()
+    kinds = sorted(gpus)
+    named = {k: gpus[k] for k in kinds if k != "GPU"}
     if not named:
         if connected:
             import ray
@@ -83,4 +84,4 @@ def make_matrix_runner(address: str, interpret: bool = False) -> KindsRunner:
         raise CommandError(f"--per-gpu-kind: no node of the Ray cluster at {address} names its GPU kind "
                            f"(Ray's accelerator_type resource); found: {', '.join(kinds) or 'no GPU'}",
                            EXIT_ENVIRONMENT)
-    return KindsRunner(address, named, interpret=interpret, connected_here=connected)
+    return KindsRunner(named, interpret=interpret, connected_here=connected)

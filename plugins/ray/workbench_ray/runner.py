@@ -27,6 +27,8 @@ from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
 from workbench.core.run.workers import log_lines_left
 
+from .host import accelerator_type
+
 CONNECT_TIMEOUT_S = 5.0
 CONNECT_ATTEMPTS = 3
 POLL_WAIT_S = 0.5
@@ -94,8 +96,7 @@ def cluster_gpus() -> dict[str, int]:
         resources = node.get("Resources", {})
         count = int(resources.get("GPU", 0))
         if count:
-            names = [k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")]
-            kind = names[0] if names else "GPU"
+            kind = accelerator_type(resources) or "GPU"
             kinds[kind] = kinds.get(kind, 0) + count
     return kinds
 
@@ -260,11 +261,10 @@ class RayRunner(Runner):
     ``{"accelerator_type": "H100"}`` to run on one kind of GPU).
     """
 
-    def __init__(self, address: str, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
+    def __init__(self, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
                  actor_options: dict[str, Any] | None = None, connected_here: bool = False):
-        gpus = sum(cluster_gpus().values())
-        super().__init__(interpret=interpret, keep_warm=keep_warm, parallel=parallel or max(1, gpus))
-        self.address = address
+        super().__init__(interpret=interpret, keep_warm=keep_warm,
+                         parallel=parallel or max(1, sum(cluster_gpus().values())))
         self.actor_options = dict(actor_options or {})
         self.connected_here = connected_here
 
@@ -273,13 +273,10 @@ class RayRunner(Runner):
 
     def close(self) -> None:
         super().close()
+        self._await_exits()  # let the actors' kills go out before the connection (or the process) ends
         if self.connected_here:
             import ray
 
-            deadline = time.monotonic() + 5
-            while self._exiting and time.monotonic() < deadline:  # let the actors' kills go out first
-                self._exiting = [w for w in self._exiting if w.proc.poll() is None]
-                time.sleep(0.05)
             ray.shutdown()
 
 
@@ -287,7 +284,8 @@ def make_runner(address: str, interpret: bool, keep_warm: bool) -> RayRunner:
     """Connect to the cluster and check that it has GPUs; CommandError (exit 3) when it cannot be used."""
     connected = connect(address)
     try:
-        if not cluster_gpus():
+        gpus = sum(cluster_gpus().values())
+        if not gpus:
             raise CommandError(f"the Ray cluster at {address} has no GPU (no node offers the resource 'GPU')",
                                EXIT_ENVIRONMENT)
     except BaseException:
@@ -296,4 +294,4 @@ def make_runner(address: str, interpret: bool, keep_warm: bool) -> RayRunner:
 
             ray.shutdown()
         raise
-    return RayRunner(address, interpret=interpret, keep_warm=keep_warm, connected_here=connected)
+    return RayRunner(interpret=interpret, keep_warm=keep_warm, parallel=gpus, connected_here=connected)

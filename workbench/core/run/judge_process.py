@@ -21,7 +21,14 @@ import os
 import sys
 from typing import Any
 
-from ..events import CaseResult, LogLine, RunFinished, WorkerReady, event_from_json
+from ..events import (
+    CaseResult,
+    EventStream,
+    LogLine,
+    RunFinished,
+    WorkerReady,
+    event_from_json,
+)
 from ..verify.handoff import CASE, EVENT, CaseData, read_frame, write_frame
 
 FORGED = ("a verdict written by the kernel's process, not by the judge: ignored "
@@ -84,15 +91,10 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
     from ..verify.judge import Judge
 
     torch.set_num_threads(max(1, min(4, (os.cpu_count() or 1) // 2)))
-    out = os.fdopen(events_fd, "w", buffering=1, encoding="utf-8")
+    send = EventStream(events_fd)
     replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
 
-    def send(event: Any) -> None:
-        out.write(event.to_json() + "\n")
-        out.flush()
-
     judge: Judge | None = None
-    interpret = False
     while True:
         frame = read_frame(frames_fd)
         if frame is None:
@@ -111,18 +113,17 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
                                    status="error", messages=[FORGED], checks={"judge": "failed"})
             send(event)
             if isinstance(event, WorkerReady):
-                interpret = event.mode == "interpreter"
                 line = sys.stdin.readline()
                 if line.strip():
                     try:
-                        judge = Judge(ProjectConfig.from_dict(Job.from_json(line).config).verify, interpret)
+                        judge = Judge(ProjectConfig.from_dict(Job.from_json(line).config).verify)
                     except (ConfigError, ValueError, TypeError):
                         judge = None  # the kernel's process reports the bad config
                 replies.write(line if line.strip() else "\n")
                 replies.flush()
         elif kind == CASE:
             if judge is None:
-                judge = Judge(ProjectConfig().verify, interpret)
+                judge = Judge(ProjectConfig().verify)
             try:
                 data = CaseData.unpack(payload)
                 result = judge.judge(data)

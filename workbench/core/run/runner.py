@@ -103,8 +103,8 @@ class Runner:
 
     @property
     def workers_per_run(self) -> int:
-        """A sharded run takes one worker per shard, then one for the stages after verification."""
-        return self.parallel + 1 if self.parallel > 1 else 1
+        """A sharded run takes one worker per shard, then those of the stages after verification."""
+        return len(self._run_gpus())
 
     def _run_gpus(self) -> list[GpuSlot | None]:
         """The GPU of each worker a run takes: the shards', then those of the stages after verification
@@ -118,7 +118,7 @@ class Runner:
         """Start spare workers now (as many as a run takes, each on its GPU), so the next run waits for no start-up."""
         with self._lock:
             self._spares = [w for w in self._spares if w.proc.poll() is None]
-            missing = Counter(self._run_gpus()) - Counter(getattr(w, "gpu", None) for w in self._spares)
+            missing = Counter(self._run_gpus()) - Counter(w.gpu for w in self._spares)
             for gpu, count in missing.items():
                 self._spares += [self._new_worker(gpu) for _ in range(count)]
 
@@ -127,7 +127,7 @@ class Runner:
         replacement starts after the run, not beside the timing (a warming worker launches on its GPU)."""
         with self._lock:
             alive = [w for w in self._spares if w.proc.poll() is None]
-            worker = next((w for w in alive if getattr(w, "gpu", None) == gpu), None)
+            worker = next((w for w in alive if w.gpu == gpu), None)
             self._spares = [w for w in alive if w is not worker]
         if worker is None:
             worker = self._new_worker(gpu)

@@ -37,24 +37,12 @@ STAGES: dict[str, str] = {
 }
 
 
-class EventStream:
-    def __init__(self, fd: int):
-        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
-
-    def __call__(self, event: Any) -> None:
-        self._file.write(event.to_json() + "\n")
-        self._file.flush()
-
-
 def _warm_up() -> tuple[Any, str, str, str]:
     """Import torch and triton; choose GPU or interpreter. Returns (torch, mode, device name, reason)."""
-    reason = ""
-    forced = os.environ.get("WORKBENCH_INTERPRET") == "1"
-    if forced:
-        os.environ["TRITON_INTERPRET"] = "1"
-    import torch
+    import torch  # main() has set TRITON_INTERPRET when the interpreter was asked for
 
-    if forced:
+    reason = ""
+    if os.environ.get("WORKBENCH_INTERPRET") == "1":
         reason = "--interpret was asked for"
     elif not torch.cuda.is_available():
         os.environ["TRITON_INTERPRET"] = "1"
@@ -92,7 +80,7 @@ def main() -> int:
     os.dup2(2, 1)  # the kernel's prints, Python's or C's, go to stderr
     sys.stdout = sys.stderr
 
-    from ..events import Problem, StageChanged, WorkerReady
+    from ..events import EventStream, Problem, StageChanged, WorkerReady
 
     if os.environ.get("WORKBENCH_INTERPRET") == "1":
         os.environ["TRITON_INTERPRET"] = "1"

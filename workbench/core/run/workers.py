@@ -28,13 +28,15 @@ STARTUP_TIMEOUT_S = 180.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
 
 
-def worker_env(env: dict[str, str] | None = None) -> dict[str, str]:
+def worker_env(env: dict[str, str] | None = None, interpret: bool = False) -> dict[str, str]:
     """The environment a worker (or the template workers fork from) runs in: this one, plus `env`,
-    importing this copy of the workbench."""
+    importing this copy of the workbench; `interpret`: the worker runs the Triton interpreter."""
     child_env = dict(os.environ)
     child_env.update(env or {})
     child_env["PYTHONUNBUFFERED"] = "1"
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), child_env.get("PYTHONPATH", "")) if p)
+    if interpret:
+        child_env["WORKBENCH_INTERPRET"] = "1"
     return child_env
 
 
@@ -69,10 +71,7 @@ class WorkerProcess:
     def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
                  launcher: Sequence[str] = (), forkserver: ForkServer | None = None, gpu: GpuSlot | None = None):
         self.gpu = gpu
-        child_env = worker_env(env)
-        child_env.update(gpu.worker_env() if gpu else {})
-        if interpret:
-            child_env["WORKBENCH_INTERPRET"] = "1"
+        child_env = worker_env({**(env or {}), **(gpu.worker_env() if gpu else {})}, interpret)
         if forkserver is not None and not launcher:
             self.proc: Any = forkserver.spawn(child_env)
         else:

@@ -32,19 +32,18 @@ from ..project.contract import (
     select_cases,
 )
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
-from ..verify.battery import (
+from ..verify.battery import Reference, Verifier
+from ..verify.compat import GraphCaptureBroke
+from ..verify.handoff import CaseData
+from ..verify.judge import judge_outputs
+from ..verify.tensors import (
     Outputs,
-    Reference,
-    Verifier,
     clone_inputs,
     flatten_outputs,
     input_elements,
     restore_inputs,
     synchronize,
 )
-from ..verify.compat import GraphCaptureBroke
-from ..verify.handoff import CaseData
-from ..verify.judge import judge_outputs
 from .autotune import AutotuneRecorder
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure

@@ -35,11 +35,10 @@ from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge
 from .launches import LaunchCounter
-from .tensors import (  # noqa: F401 - re-exported for the benchmark stage
+from .tensors import (
     Outputs,
     aliased_outputs,
     cast_floats,
-    changed_inputs,
     clone_inputs,
     flatten_outputs,
     input_elements,
@@ -55,22 +54,21 @@ from .torchmodes import PrefillEmpty
 Emit = Callable[[Event], None]
 
 
-
 @dataclass
 class Reference:
     outputs: Outputs
-    precision: str  # float64 | float32 | native
     note: str = ""
 
 
 class Verifier:
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool,
-                 pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None):
+                 pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
+                 live: bool = False):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
         self.remote_judge = judge  # the judge process (run/judge_process.py); None: judged in this process
         self.local_judge = Judge(config, interpret)
         self._compat_done = False
-        self.live = False  # the live loop's run: no torch.compile / CUDA-graph checks
+        self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
         self.pins = pins or {}
@@ -151,7 +149,7 @@ class Verifier:
                 out = self.km.reference_fn(*cast_floats(inputs, dtype))
                 synchronize()
                 note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
-                return Reference(flatten_outputs(out), str(dtype).replace("torch.", ""), note)
+                return Reference(flatten_outputs(out), note)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
@@ -170,7 +168,7 @@ class Verifier:
             self.emit(problem_from_exception("reference", exc, self.km.path,
                                              f"reference_fn raised on case {case.label}", case.index))
             raise RunAborted() from exc
-        return Reference(flatten_outputs(out), "native",
+        return Reference(flatten_outputs(out),
                          f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)})")
 
     # -- one case -----------------------------------------------------------------------
@@ -215,7 +213,6 @@ class Verifier:
         data.after = tensors_only(clone_inputs(inputs))
         data.aliases = shared_memory(first, inputs, reference_aliases)
         first = owned(first)  # an output that is an input would change when the inputs are restored
-        mutated = changed_inputs(inputs, originals)
         restore_inputs(inputs, originals)
         LaunchCounter.reset()
         try:
@@ -229,8 +226,7 @@ class Verifier:
         data.launches = LaunchCounter.count or launches_first
         second = owned(second)
         data.first, data.second, data.names = first.tensors, second.tensors, first.names
-        if mutated:
-            data.failure_hints = autotune_mutation_hints(self.autotuners)
+        data.mutation_hints = autotune_mutation_hints(self.autotuners)
         if not case.generated:
             restore_inputs(inputs, originals)
             data.extra_runs = self._repeat_calls(case, inputs, originals, data)
@@ -312,8 +308,7 @@ class Verifier:
         runs += [fresh_run, recycled_run]
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
                             data.reference if fresh is None else fresh_ref, self.config, self.interpret,
-                            first_case=not self._compat_done, flatten=lambda value: flatten_outputs(value).tensors,
-                            live=self.live)
+                            first_case=not self._compat_done, live=self.live)
         self._compat_done = True
         return runs
 
@@ -383,8 +378,7 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each."""
-    verifier = Verifier(km, config, emit, interpret, pins, judge)
-    verifier.live = live
+    verifier = Verifier(km, config, emit, interpret, pins, judge, live)
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict

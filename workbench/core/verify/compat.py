@@ -23,6 +23,7 @@ from ..project.config import VerifyConfig
 from ..project.contract import Case, KernelModule, first_line
 from ..stage import ContextPoisoned
 from .handoff import ExtraRun
+from .tensors import clone_inputs, flatten_outputs
 
 
 class GraphCaptureBroke(RuntimeError):
@@ -69,10 +70,8 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 
 
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], config: VerifyConfig,
-                interpret: bool, first_case: bool, flatten: Callable[[Any], list[torch.Tensor]],
-                live: bool = False) -> list[ExtraRun]:
-    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were); `flatten`
-    turns kernel_fn's return value into its list of output tensors."""
+                interpret: bool, first_case: bool, live: bool = False) -> list[ExtraRun]:
+    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were)."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph")
     for run, enabled, key in ((compiled, config.torch_compile, "torch_compile"),
@@ -86,24 +85,19 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
         elif not first_case:
             run.skipped = "checked on this worker's first case"
     if not compiled.skipped:
-        _torch_compile(km, inputs, reference, compiled, flatten)
+        _torch_compile(km, inputs, reference, compiled)
     if not graphed.skipped:
-        _cuda_graph(km, inputs, reference, graphed, flatten)
+        _cuda_graph(km, inputs, reference, graphed)
     return [compiled, graphed]
 
 
-def _clone(inputs: list[Any]) -> list[Any]:
-    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun,
-                   flatten: Callable[[Any], list[torch.Tensor]]) -> None:
+def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
     try:
         import torch._dynamo
 
         torch._dynamo.reset()
         compiled = torch.compile(km.kernel_fn, fullgraph=True, dynamic=False)
-        out = compiled(*_clone(inputs))
+        out = compiled(*clone_inputs(inputs))
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - a graph break or a compile error is the finding
         run.error = describe_compile_failure(exc)
@@ -113,7 +107,7 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
             torch._dynamo.reset()
         except Exception:  # noqa: BLE001
             pass
-    run.outputs, run.reference = [t.detach() for t in flatten(out)], list(reference)
+    run.outputs, run.reference = [t.detach() for t in flatten_outputs(out).tensors], list(reference)
 
 
 def describe_compile_failure(exc: BaseException) -> str:
@@ -124,19 +118,18 @@ def describe_compile_failure(exc: BaseException) -> str:
     return f"torch.compile(fullgraph=True) failed: {name}: {text}"
 
 
-def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun,
-                flatten: Callable[[Any], list[torch.Tensor]]) -> None:
-    static = _clone(inputs)
+def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
+    static = clone_inputs(inputs)
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            km.kernel_fn(*_clone(inputs))  # compile and autotune outside the capture
+            km.kernel_fn(*clone_inputs(inputs))  # compile and autotune outside the capture
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         # A launcher that syncs with the host would abort the capture, and an aborted capture can leave
         # torch unusable for the cases after it: ask torch's sync debug mode first.
-        why = host_sync(lambda: km.kernel_fn(*_clone(inputs)))
+        why = host_sync(lambda: km.kernel_fn(*clone_inputs(inputs)))
         if why:
             run.error = (f"CUDA graph capture or replay failed: kernel_fn synchronizes with the host, which a "
                          f"graph cannot hold ({why})")
@@ -162,4 +155,4 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
         except GraphCaptureBroke as broke:
             raise ContextPoisoned(str(broke)) from broke
         return
-    run.outputs, run.reference = [t.detach().clone() for t in flatten(out)], list(reference)
+    run.outputs, run.reference = [t.detach().clone() for t in flatten_outputs(out).tensors], list(reference)

@@ -13,6 +13,7 @@ result or an out-of-bounds access fails). At most `[verify] max_generated_cases`
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 from ..project.config import VerifyConfig
@@ -50,11 +51,8 @@ def generate_cases(cases: list[Case], config: VerifyConfig) -> list[Case]:
     per_group = []
     for members in groups.values():
         # The case whose sizes, capped at SMALL_BASE, are largest: n+1, n-1 and a prime stay partial blocks.
-        def capped(case: Case) -> dict[str, int]:
-            return {k: min(v, SMALL_BASE) for k, v in case.params.items() if is_size(k, v)}
-
-        base = max(members, key=lambda c: _volume(capped(c)))
-        sizes = capped(base)
+        base = max(members, key=lambda c: prod(_capped(c).values()))
+        sizes = _capped(base)
         variants = []
         # n+2 keeps the parity of n: a kernel that needs even sizes (RoPE's halves) still meets a
         # partial block; the others are odd, a multiple of no power of two.
@@ -68,15 +66,13 @@ def generate_cases(cases: list[Case], config: VerifyConfig) -> list[Case]:
         for variants in per_group:
             if round_ < len(variants) and len(out) < config.max_generated_cases:
                 params = variants[round_]
-                if _frozen(params) not in seen:
-                    seen.add(_frozen(params))
+                key = _frozen(params)
+                if key not in seen:
+                    seen.add(key)
                     out.append(Case(index=len(cases) + len(out), params=params, generated=True))
     return out
 
 
-def _volume(params: dict[str, Any]) -> int:
-    volume = 1
-    for k, v in params.items():
-        if is_size(k, v):
-            volume *= v
-    return volume
+def _capped(case: Case) -> dict[str, int]:
+    """The case's size parameters, each capped at SMALL_BASE."""
+    return {k: min(v, SMALL_BASE) for k, v in case.params.items() if is_size(k, v)}

@@ -36,7 +36,7 @@ _no_torch_function = torch._C.DisableTorchFunction
 _dumps, _loads = _pickle.dumps, _pickle.loads
 _write, _read = os.write, os.read
 _pack_header, _unpack_header = struct.Struct("<cQ").pack, struct.Struct("<cQ").unpack
-_type, _tuple, _str, _len, _memoryview = type, tuple, str, len, memoryview
+_type, _tuple, _str, _len, _memoryview, _id = type, tuple, str, len, memoryview, id
 _Tensor, _uint8 = torch.Tensor, torch.uint8
 _VF = torch._C._VariableFunctions
 _randint, _take, _isnan, _logical_and, _logical_not = (_VF.randint, _VF.take, _VF.isnan, _VF.logical_and,
@@ -104,7 +104,7 @@ class CaseData:
     aliases: list[str] = field(default_factory=list)  # "output[0] and input #1": outputs sharing an input's memory
     launches: int | None = None  # Triton kernel launches in one call of kernel_fn (None: not counted)
     extra_runs: list[ExtraRun] = field(default_factory=list)
-    failure_hints: list[str] = field(default_factory=list)  # notes worth adding only when the case fails
+    mutation_hints: list[str] = field(default_factory=list)  # notes for a case that fails having changed an input
     checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)
     duration_s: float = 0.0
     not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor (also set on unpack)
@@ -155,14 +155,25 @@ class CaseData:
     # -- the wire ---------------------------------------------------------------------
 
     def pack(self) -> bytes:
+        """Plain values for the pipe. A tensor held in several places (the fresh inputs' reference of the
+        repeat calls and of the compatibility runs) is copied and sent once: pickle keeps shared objects shared."""
+        packed: dict[int, dict[str, Any]] = {}
+
+        def one(t: Any) -> Any:
+            if t is None:
+                return None
+            if _id(t) not in packed:
+                packed[_id(t)] = pack_tensor(t)
+            return packed[_id(t)]
+
         plain: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in TENSOR_LISTS:
-                value = [None if t is None else pack_tensor(t) for t in value]
+                value = [one(t) for t in value]
             elif f.name == "extra_runs":
-                value = [{**vars(r), "outputs": [pack_tensor(t) for t in r.outputs],
-                          "reference": [pack_tensor(t) for t in r.reference]} for r in value]
+                value = [{**vars(r), "outputs": [one(t) for t in r.outputs],
+                          "reference": [one(t) for t in r.reference]} for r in value]
             plain[f.name] = value
         return _dumps(plain, 4)
 
@@ -171,13 +182,21 @@ class CaseData:
         plain = _loads(payload)
         plain["not_plain"] = sorted(set(plain.get("not_plain") or [])
                                     | {i for i, t in enumerate(plain["first"]) if t is not None and not t["exact"]})
+        unpacked: dict[int, torch.Tensor] = {}
+
+        def one(t: dict[str, Any] | None) -> torch.Tensor | None:
+            if t is None:
+                return None
+            if id(t) not in unpacked:
+                unpacked[id(t)] = unpack_tensor(t)
+            return unpacked[id(t)]
+
         for name in TENSOR_LISTS:
-            plain[name] = [None if t is None else unpack_tensor(t) for t in plain[name]]
-        plain["extra_runs"] = [ExtraRun(**{**r, "outputs": [unpack_tensor(t) for t in r["outputs"]],
-                                           "reference": [unpack_tensor(t) for t in r["reference"]]})
+            plain[name] = [one(t) for t in plain[name]]
+        plain["extra_runs"] = [ExtraRun(**{**r, "outputs": [one(t) for t in r["outputs"]],
+                                           "reference": [one(t) for t in r["reference"]]})
                                for r in plain["extra_runs"]]
         return cls(**plain)
-
 
 
 def write_frame(fd: int, kind: bytes, payload: bytes) -> None:

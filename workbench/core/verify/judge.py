@@ -63,7 +63,6 @@ class Judge:
     """Gives CaseResults; remembers the reference outputs seen so far to spot identical ones."""
 
     config: VerifyConfig
-    interpret: bool = False
     seen_references: dict[str, str] = field(default_factory=dict)  # digest -> label of the first case
 
     def judge(self, data: CaseData, weak_inputs: bool = True) -> CaseResult:
@@ -80,14 +79,14 @@ class Judge:
             return result
         result.messages = list(data.messages)
         self._outputs(result, data)
-        self._inputs(result, data)
+        mutated = self._inputs(result, data)
         self._launches(result, data)
         self._extra_runs(result, data)
         if weak_inputs and not data.config and not data.generated and not data.sampled_from:
             self._weak_inputs(result, data)
         result.status = "failed" if result.messages else "passed"
-        if result.status == "failed":
-            result.notes += data.failure_hints
+        if result.status == "failed" and mutated:
+            result.notes += data.mutation_hints
         result.duration_s = data.duration_s + (time.perf_counter() - start)
         return result
 
@@ -174,7 +173,8 @@ class Judge:
         for check in ("values", "unwritten", "nan", "dtype", "shape", "structure"):
             result.checks.setdefault(check, "passed")
 
-    def _inputs(self, result: CaseResult, data: CaseData) -> None:
+    def _inputs(self, result: CaseResult, data: CaseData) -> list[str]:
+        """The input and aliasing checks; returns the inputs the kernel changed ("#1"), declared or not."""
         mutated = [f"#{i}" for i, (now, before) in enumerate(zip(data.after, data.before))
                    if now is not None and before is not None
                    and (now.shape != before.shape or not bool(tensors_equal_bitwise(now, before).all()))]
@@ -188,6 +188,7 @@ class Judge:
             result.checks["aliasing"] = "failed"
         result.checks.setdefault("mutated_input", "passed" if not self.config.inplace else "skipped: inplace = true")
         result.checks.setdefault("aliasing", "passed" if not self.config.inplace else "skipped: inplace = true")
+        return mutated
 
     def _launches(self, result: CaseResult, data: CaseData) -> None:
         if data.launches is None:

@@ -8,8 +8,6 @@ from typing import Any
 
 import torch
 
-from .compare import tensors_equal_bitwise
-
 
 @dataclass
 class Outputs:
@@ -65,11 +63,6 @@ def owned(outputs: Outputs) -> Outputs:
 
 def tensors_only(inputs: list[Any]) -> list[Any]:
     return [x if isinstance(x, torch.Tensor) else None for x in inputs]
-
-
-def changed_inputs(inputs: list[Any], originals: list[Any]) -> bool:
-    return any(isinstance(now, torch.Tensor) and not bool(tensors_equal_bitwise(now, before).all())
-               for now, before in zip(inputs, originals))
 
 
 def same_layout(a: list[Any], b: list[Any]) -> bool:
