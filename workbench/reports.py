@@ -81,9 +81,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
                           fmt_err(r.rel_norm_err), "-" if r.launches is None else str(r.launches))
                          + ((r.gpu or "-",) if on_gpus else ()))
-        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-        for row in table:
-            lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        lines += text_table(table)
         forced = [r for r in rows if r.config]
         if forced:
             ok = sum(r.status == "passed" for r in forced)
@@ -305,12 +303,12 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
 
 
 def method_lines(results: list[BenchResult]) -> list[str]:
-    methods: dict[str, list[str]] = {}
+    methods: dict[str, Timing] = {}
     for r in results:
         for timing in (r.kernel, r.reference, r.compiled):
             if timing is not None:
-                methods.setdefault(timing.method, [])
-    lines = [f"  {'G' if m.startswith('cuda graph') else 'E'} = {m}" for m in methods]
+                methods.setdefault(timing.method, timing)
+    lines = [f"  {timing_mark(timing)} = {method}" for method, timing in methods.items()]
     lines.append("  times are medians; IQR is the middle half's spread over the median; n the kernel's samples")
     sources = sorted({r.bytes_source for r in results if r.bytes_source})
     lines += [f"  bytes: {s}" for s in sources]
@@ -361,15 +359,16 @@ def kinds_table(results: list[BenchResult], facts: list[DeviceFacts]) -> list[st
 def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
     """The readable report of one project's benchmark: the sweep table, methods, autotuning, notes."""
     results: list[BenchResult] = outcome.of_type(BenchResult)
-    facts = next(iter(outcome.of_type(DeviceFacts)), None)
+    every_facts: list[DeviceFacts] = outcome.of_type(DeviceFacts)  # several when the run spanned GPUs
+    facts = next(iter(every_facts), None)
     if facts is None and not results:
         if outcome.exit_code == 1 and "bench" in outcome.stages:
             return f"{outcome.project.name}: not benchmarked: verification failed (a failing kernel is never timed)"
         return ""
     lines = [f"{outcome.project.name}  benchmark"]
-    for each in outcome.of_type(DeviceFacts):  # several when the run spanned GPUs (--per-gpu-kind)
+    for each in every_facts:
         lines += device_lines(each)
-    kinds = kinds_table(results, outcome.of_type(DeviceFacts))
+    kinds = kinds_table(results, every_facts)
     if kinds:
         lines += [""] + kinds
     if results:

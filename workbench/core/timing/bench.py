@@ -97,7 +97,7 @@ def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case]
         missing = sorted(set(indices) - {c.index for c in km.cases})
         note = f"no case {', '.join(map(str, missing))} in CASES (it has {len(km.cases)})" if missing else ""
         return select_cases(km.cases, indices, "bench"), note
-    marked = [c for c in km.cases if c.purpose == "bench"]
+    marked = select_cases(km.cases, None, "bench")
     if marked or len(km.cases) == 1:
         return marked or km.cases, ""
     sizes = []
@@ -120,6 +120,8 @@ def bench_stage(context: Any) -> None:
     km: KernelModule = context.km
     cases, selection_note = bench_cases(km, context.job.case_indices)
     cases = shard_of(cases, context.job.options.get("bench_shard"))  # the runner spreads a sweep over GPUs
+    if not cases:
+        return  # a GPU left without a case of the sweep: no ceilings, facts or flush buffer for nothing
     emit = context.emit
 
     def announce_measuring() -> None:

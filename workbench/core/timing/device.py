@@ -206,6 +206,13 @@ def device_uuid() -> str:
     return text if text.startswith("GPU-") else f"GPU-{text}"
 
 
+def l2_cache_bytes() -> int | None:
+    """The current CUDA device's L2 size in bytes (None where torch does not say)."""
+    import torch
+
+    return int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)) or None
+
+
 def gather_facts(ceilings: Ceilings | None) -> DeviceFacts:
     import torch
     import triton
@@ -218,7 +225,7 @@ def gather_facts(ceilings: Ceilings | None) -> DeviceFacts:
                        copy_gbps=ceilings.copy_gbps if ceilings else None,
                        matmul_tflops=ceilings.matmul_tflops if ceilings else None,
                        ceilings_measured_at=ceilings.measured_at if ceilings else "",
-                       l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None)
+                       l2_bytes=l2_cache_bytes())
 
 
 # -- measuring the ceilings (worker) -----------------------------------------------------
@@ -276,8 +283,7 @@ def _time_copies(config: Any) -> CopyMeasurement:
     copy_bytes = min(COPY_BYTES, free // 4) // 16 * 16
     src = torch.randint(-2 ** 31, 2 ** 31 - 1, (copy_bytes // 4,), dtype=torch.int32, device="cuda")
     dst = torch.empty_like(src)
-    l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0))
-    flusher = L2Flusher(l2_bytes or None)
+    flusher = L2Flusher(l2_cache_bytes())
     series = dataclasses.replace(config, rep_ms=min(config.rep_ms, COPY_REP_MS))
     gbps = {}
     for label, call in copy_methods(src, dst):

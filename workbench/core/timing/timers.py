@@ -248,7 +248,7 @@ def graph_reason(timing: Timing, config: BenchConfig, flusher: L2Flusher, footpr
     """Why this call is timed by graph replay rather than per-call events ("" when it is not)."""
     if timing.median_ms * 1e3 < config.cuda_graph_below_us:
         return f"under {config.cuda_graph_below_us:g} µs"
-    l2_bytes = getattr(flusher, "l2_bytes", None)
+    l2_bytes = flusher.l2_bytes
     if footprint_bytes and l2_bytes and footprint_bytes < WRITEBACK_L2S * l2_bytes \
             and timing.median_ms < WRITEBACK_BELOW_MS:
         return (f"moves {footprint_bytes / MIB:.0f} MiB, under {WRITEBACK_L2S} L2s: writing back what it leaves "
