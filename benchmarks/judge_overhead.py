@@ -36,7 +36,7 @@ def case_data(n: int) -> CaseData:
 
 
 def main(sizes: list[int]) -> None:
-    from workbench.core.run.judge_process import fork_judge
+    from workbench.core.run.judge_process import fork_judge, judge_threads
 
     events_r, events_w = os.pipe()
     stdin_r, stdin_w = os.pipe()
@@ -52,7 +52,7 @@ def main(sizes: list[int]) -> None:
     import threading
 
     threading.Thread(target=lambda: [None for _ in drain], daemon=True).start()
-    torch.set_num_threads(1)  # as the judge: one thread each, no spinning pools competing for the cores
+    torch.set_num_threads(judge_threads())  # the in-process comparison gets the judge's threads
     local = Judge(VerifyConfig())
     print(f"{'elements':>10}  {'in process':>11}  {'via judge':>10}  {'overhead':>9}")
     for n in sizes:

@@ -344,7 +344,8 @@ def markdown(run: dict) -> str:
         share = f"{r['% copy']:.1f}% copy" if "% copy" in r else f"{r['% matmul']:.0f}% mm"
         comps = ", ".join(f"{name} {r['x ' + name]:.2f} ({t['median_us']:.1f} µs)"
                           for name, t in r["comparisons"].items() if t)
-        bars = ", ".join(f"{what} ≥ {t['bar']:g}: {'met' if t['met'] else 'MISSED'}" for what, t in r["targets"].items())
+        bars = ", ".join(f"{what} {'≤' if t.get('at_most') else '≥'} {t['bar']:g}: {'met' if t['met'] else 'MISSED'}"
+                         for what, t in r["targets"].items())
         per_call = r.get("per_call_events") or k
         lines.append(f"| {r['scaffold']} | {r['case']} | {k['median_us']:.1f} µs {'G' if k['method'].startswith('cuda graph') else 'E'} | "
                      f"{per_call['median_us']:.1f} µs | "
@@ -432,6 +433,10 @@ def main() -> int:
                 row = {"scaffold": scaffold, "case": label_of(params), "error": f"{type(exc).__name__}: {exc}"}
                 torch.cuda.empty_cache()
             row["cold_compile_s"] = cold.get(row["case"])
+            if "targets" in row:  # the live loop recompiles on every save: every config's cold compile, at most 3 s
+                seconds = row["cold_compile_s"]
+                row["targets"]["cold compile s"] = {"bar": COMPILE_TARGET_S, "value": seconds, "at_most": True,
+                                                    "met": seconds is not None and seconds <= COMPILE_TARGET_S}
             run["rows"].append(row)
             print(summary_line(row), flush=True)
             (args.out / "scaffolds.json").write_text(json.dumps(run, indent=1, default=str))

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 import kernels
 import pytest
+from run_helpers import ONLY_CASES
 
 from workbench.core.run.gpus import (
     GpuSelectionError,
@@ -16,8 +17,6 @@ from workbench.core.run.gpus import (
 )
 
 # These tests count cases per GPU and per re-queue: the project's CASES alone, no generated edge shapes.
-ONLY_CASES = "[verify]\ngenerated_cases = false\n"
-
 SMI = ["0, GPU-aaaa-0000, NVIDIA H200", "1, GPU-bbbb-1111, NVIDIA H200", "2, GPU-cccc-2222, NVIDIA H100 80GB HBM3"]
 FAKE = [GpuSlot("0", "Fake GPU", "GPU-fake-0"), GpuSlot("1", "Fake GPU", "GPU-fake-1")]
 # GOOD, and get_inputs says which GPU its worker was given.

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import kernels
 import pytest
+from run_helpers import ONLY_CASES
 
 # These tests count cases per GPU and per re-queue: the project's CASES alone, no generated edge shapes.
-ONLY_CASES = "[verify]\ngenerated_cases = false\n"
-
 ray = pytest.importorskip("ray")
 BIN = Path(sys.executable).parent
 

@@ -4,21 +4,10 @@ These run real worker processes under the Triton interpreter (no GPU needed);
 the same tests run on a GPU machine, where the worker uses the GPU.
 """
 
-import json
 
 import kernels
 import pytest
-
-
-def verify_json(cli, project, *extra):
-    code, out, err = cli("verify", project, "--json", *extra)
-    record = json.loads(out)
-    assert record["exit_code"] == code
-    return code, record["projects"][0]
-
-
-def failing(record):
-    return [c for c in record["cases"] if c["status"] in ("failed", "error")]
+from run_helpers import ONLY_CASES, failing, verify_json
 
 
 def test_good_kernel_passes_every_case_and_config(cli, make_project):
@@ -174,7 +163,7 @@ def test_sharded_verification_is_one_run(make_project):
     events = []
     runner = Runner(parallel=2)
     try:
-        outcome = run_project(Project.open(make_project(kernels.CRASHES, toml="[verify]\ngenerated_cases = false\n")),
+        outcome = run_project(Project.open(make_project(kernels.CRASHES, toml=ONLY_CASES)),
                               runner, ["verify"], events.append)
     finally:
         runner.close()

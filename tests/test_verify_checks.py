@@ -1,29 +1,18 @@
 """The checks a kernel that only looks right must not get past (issue #9): each catches a kernel
 written to fool it, with a one-line reason and its own JSON field, and lets the fixed kernel pass."""
 
-import json
 
 import kernels
 import pytest
-
-
-def verify_json(cli, project, *extra):
-    code, out, err = cli("verify", project, "--json", *extra)
-    record = json.loads(out)
-    assert record["exit_code"] == code
-    return code, record["projects"][0]
+from run_helpers import ONLY_CASES, failing, verify_json
 
 
 def tuned(record):
     return [c for c in record["cases"] if not c["config"]]
 
 
-def bad(record):
-    return [c for c in record["cases"] if c["status"] in ("failed", "error")]
-
-
 def messages(record):
-    return [m for c in bad(record) for m in c["messages"]]
+    return [m for c in failing(record) for m in c["messages"]]
 
 
 def test_a_kernel_that_patches_torch_and_the_compare_module_still_fails(cli, make_project):
@@ -53,14 +42,14 @@ def test_no_triton_kernel_launched_fails_unless_opted_out(cli, make_project):
 
 
 def test_launches_are_counted_per_call(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.GOOD, toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONLY_CASES))
     assert code == 0
     assert {c["launches"] for c in rec["cases"]} == {1}
     assert all(c["checks"]["triton_launched"] == "passed" for c in tuned(rec))
 
 
 def test_an_output_cached_by_address_fails_on_recycled_inputs(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.CACHED_BY_ADDRESS, toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.CACHED_BY_ADDRESS, toml=ONLY_CASES))
     assert code == 1
     case = tuned(rec)[0]
     assert case["checks"]["repeat_recycled_addresses"] == "failed"
@@ -69,7 +58,7 @@ def test_an_output_cached_by_address_fails_on_recycled_inputs(cli, make_project)
 
 
 def test_a_kernel_right_only_on_its_first_call_fails_on_fresh_inputs(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.FIRST_CALL_ONLY, toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.FIRST_CALL_ONLY, toml=ONLY_CASES))
     assert code == 1
     assert tuned(rec)[0]["checks"]["repeat_fresh_inputs"] == "failed"
 
@@ -84,12 +73,12 @@ def test_an_output_aliasing_an_input_fails_unless_inplace(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.ALIASES_INPUT, name="inplace", toml="[verify]\ninplace = true\n"))
     assert code == 0, messages(rec)
     code, rec = verify_json(cli, make_project(kernels.PASSES_INPUT_THROUGH, name="through",
-                                              toml="[verify]\ngenerated_cases = false\n"))
+                                              toml=ONLY_CASES))
     assert code == 0, messages(rec)  # the reference returns its input too
 
 
 def test_wrong_output_dtype_names_expected_and_got(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.WRONG_DTYPE, toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.WRONG_DTYPE, toml=ONLY_CASES))
     assert code == 1
     case = next(c for c in tuned(rec) if c["case_index"] == 1)
     assert case["checks"]["dtype"] == "failed"
@@ -98,7 +87,7 @@ def test_wrong_output_dtype_names_expected_and_got(cli, make_project):
 
 
 def test_a_shape_that_only_broadcasts_fails(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.BROADCAST_SHAPE, toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.BROADCAST_SHAPE, toml=ONLY_CASES))
     assert code == 1
     case = next(c for c in tuned(rec) if c["case_index"] == 2)
     assert case["checks"]["shape"] == "failed" and case["messages"][0] == "shape (1, 4097), expected (4097,)"
@@ -110,32 +99,32 @@ def test_a_kernel_without_masks_fails_on_a_generated_edge_shape(cli, make_projec
         pytest.skip("on a GPU stray accesses that leave the numbers right are `workbench sanitize`'s to find")
     assert code == 1
     assert all(c["status"] == "passed" for c in rec["cases"] if not c["generated"])
-    failed = [c for c in bad(rec) if c["generated"]]
+    failed = [c for c in failing(rec) if c["generated"]]
     assert failed and all("(generated)" in c["label"] for c in failed)
     assert any("out-of-bounds" in m for c in failed for m in c["messages"])
     code, rec = verify_json(cli, make_project(kernels.NO_MASK_ALIGNED, name="off",
-                                              toml="[verify]\ngenerated_cases = false\n"))
+                                              toml=ONLY_CASES))
     assert code == 0 and not any(c["generated"] for c in rec["cases"])
 
 
 def test_constant_inputs_and_a_zero_reference_are_warned_about(cli, make_project):
-    code, out, err = cli("verify", make_project(kernels.ZERO_INPUTS, toml="[verify]\ngenerated_cases = false\n"))
+    code, out, err = cli("verify", make_project(kernels.ZERO_INPUTS, toml=ONLY_CASES))
     assert code == 0
     assert "WARNING, case 2 (n=4097): every input is constant" in out
     assert "the reference output is all zeros" in out
-    code, rec = verify_json(cli, make_project(kernels.GOOD, name="random", toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.GOOD, name="random", toml=ONLY_CASES))
     assert not any(c["warnings"] for c in rec["cases"])
 
 
 def test_torch_compile_and_cuda_graphs_say_why_they_were_skipped_in_the_interpreter(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.GOOD, toml="[verify]\ngenerated_cases = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONLY_CASES))
     if rec["mode"] != "interpreter":
         pytest.skip("on a GPU they run: tests/test_verify_gpu.py")
     checks = tuned(rec)[0]["checks"]
     for key in ("torch_compile", "cuda_graph"):
         assert checks[key].startswith("skipped: the Triton interpreter compiles nothing")
-    code, rec = verify_json(cli, make_project(kernels.GOOD, name="off", toml="[verify]\ngenerated_cases = false\n"
-                                                                            "torch_compile = false\n"))
+    code, rec = verify_json(cli, make_project(kernels.GOOD, name="off", toml=ONLY_CASES
+                                                                            + "torch_compile = false\n"))
     assert tuned(rec)[0]["checks"]["torch_compile"] == "skipped: [verify] torch_compile = false"
 
 
@@ -161,7 +150,7 @@ def test_correct_kernels_in_the_usual_styles_verify_unchanged(cli, make_project,
     import kernels_zoo
 
     code, rec = verify_json(cli, make_project(kernels_zoo.ZOO[name], name=name))
-    assert code == 0, [(c["label"], c["config"], c["messages"]) for c in bad(rec)]
+    assert code == 0, [(c["label"], c["config"], c["messages"]) for c in failing(rec)]
     assert not any(c["warnings"] for c in rec["cases"])
     assert any(c["generated"] and c["status"] == "passed" for c in rec["cases"])
     assert all(c["launches"] for c in rec["cases"] if c["status"] == "passed")
@@ -171,7 +160,7 @@ def test_a_case_already_wrong_on_its_first_call_skips_the_repeat_calls_and_their
     """A short grid leaves elements unwritten on every call: the repeat calls would only repeat that,
     with a misleading "a result kept from an earlier call?"."""
     # One case: the worker's first, where the repeat calls run under the interpreter too.
-    code, rec = verify_json(cli, make_project(kernels.GRID_SHORT, toml="[verify]\ngenerated_cases = false\n"),
+    code, rec = verify_json(cli, make_project(kernels.GRID_SHORT, toml=ONLY_CASES),
                             "--case", "1")
     assert code == 1
     failed = [c for c in tuned(rec) if c["status"] == "failed"]

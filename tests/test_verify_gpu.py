@@ -4,22 +4,13 @@ kernel_fn under torch.compile(fullgraph=True), and captured into a CUDA graph an
     .venv/bin/python -m pytest -q -m gpu tests/test_verify_gpu.py
 """
 
-import json
 
 import kernels
 import kernels_zoo
 import pytest
+from run_helpers import ONLY_CASES, verify_json
 
 pytestmark = pytest.mark.gpu
-
-ONE_WORKER = "[verify]\ngenerated_cases = false\n"
-
-
-def verify_json(cli, project, *extra):
-    code, out, err = cli("verify", project, "--json", *extra)
-    record = json.loads(out)
-    return code, record["projects"][0]
-
 
 def compat_checks(record, key):
     return [c["checks"].get(key, "") for c in record["cases"] if not c["config"] and not c["generated"]]
@@ -31,7 +22,7 @@ def one_worker(monkeypatch):
 
 
 def test_a_good_kernel_compiles_without_graph_breaks_and_replays_from_a_cuda_graph(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONE_WORKER))
+    code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONLY_CASES))
     assert rec["mode"] == "gpu"
     assert code == 0, [(c["label"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]
     for key in ("torch_compile", "cuda_graph"):
@@ -42,14 +33,14 @@ def test_a_good_kernel_compiles_without_graph_breaks_and_replays_from_a_cuda_gra
 
 @pytest.mark.parametrize("name", ["rmsnorm", "swiglu", "matmul"])
 def test_library_style_kernels_pass_both(cli, make_project, name):
-    code, rec = verify_json(cli, make_project(kernels_zoo.ZOO[name], name=name, toml=ONE_WORKER))
+    code, rec = verify_json(cli, make_project(kernels_zoo.ZOO[name], name=name, toml=ONLY_CASES))
     assert code == 0, [(c["label"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]
     assert compat_checks(rec, "torch_compile")[0] == "passed"
     assert compat_checks(rec, "cuda_graph")[0] == "passed"
 
 
 def test_a_host_read_in_the_launcher_is_a_graph_break_and_a_capture_error(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.HOST_READ, toml=ONE_WORKER))
+    code, rec = verify_json(cli, make_project(kernels.HOST_READ, toml=ONLY_CASES))
     assert code == 1
     first = next(c for c in rec["cases"] if not c["config"] and c["checks"].get("torch_compile") == "failed")
     assert first["checks"]["cuda_graph"] == "failed"
@@ -59,7 +50,7 @@ def test_a_host_read_in_the_launcher_is_a_graph_break_and_a_capture_error(cli, m
 
 
 def test_the_checks_can_be_turned_off(cli, make_project):
-    toml = ONE_WORKER + "torch_compile = false\ncuda_graph = false\n"
+    toml = ONLY_CASES + "torch_compile = false\ncuda_graph = false\n"
     code, rec = verify_json(cli, make_project(kernels.HOST_READ, toml=toml))
     assert code == 0
     assert compat_checks(rec, "torch_compile")[0] == "skipped: [verify] torch_compile = false"
@@ -68,6 +59,6 @@ def test_the_checks_can_be_turned_off(cli, make_project):
 
 def test_the_judge_runs_beside_a_cuda_worker(cli, make_project):
     """The judge forks before CUDA comes up and never touches it: verdicts arrive on a GPU too."""
-    code, rec = verify_json(cli, make_project(kernels.TAMPERS, toml=ONE_WORKER))
+    code, rec = verify_json(cli, make_project(kernels.TAMPERS, toml=ONLY_CASES))
     assert rec["mode"] == "gpu" and code == 1
     assert rec["cases"] and not any(c["status"] == "passed" for c in rec["cases"])

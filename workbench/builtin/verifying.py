@@ -76,13 +76,15 @@ class Progress:
             sys.stderr.flush()
 
 
-def make_runners(args: argparse.Namespace, context: Context, n_projects: int) -> list[Any]:
+def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
+                 keep_warm: bool | None = None) -> list[Any]:
     """The runners the projects share out: a plugin's (a cluster), else one per lane of local GPUs.
 
     With several GPUs and several projects, each lane takes its share of the GPUs and of the
     verification workers and runs one project at a time, so a project's benchmark has its GPU alone.
+    `keep_warm` (default: with several projects) keeps spare workers started for the next run.
     """
-    keep_warm = n_projects > 1
+    keep_warm = n_projects > 1 if keep_warm is None else keep_warm
     plugin_runner = context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret, keep_warm=keep_warm)
     if plugin_runner is not None:
         return [plugin_runner]

@@ -21,8 +21,10 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     except ProjectError as exc:
         raise CommandError(str(exc)) from None
     from ..tui.app import WorkbenchApp  # Textual loads only for this command
+    from .verifying import make_runners
 
-    WorkbenchApp(project, pm=context.pm, interpret=args.interpret, bench=not args.no_bench).run()
+    (runner,) = make_runners(args, context, 1, keep_warm=True)  # every visible GPU, or a plugin's runner
+    WorkbenchApp(project, pm=context.pm, interpret=args.interpret, bench=not args.no_bench, runner=runner).run()
     return EXIT_OK
 
 

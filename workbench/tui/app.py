@@ -36,7 +36,6 @@ from ..core.live.loop import LiveLoop, RunRequest
 from ..core.live.watch import ProjectWatcher, Save
 from ..core.project.folder import Project
 from ..core.project.history import read_records, read_source
-from ..core.run.gpus import select_gpus
 from ..core.run.runner import Runner, default_parallel
 from ..core.run.session import RunOutcome
 from .actions import Actions
@@ -98,8 +97,9 @@ class WorkbenchApp(Actions, App):
         self.profilers = load_profilers(pm)
         self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
         self._stop_watching = threading.Event()
-        runner = runner or Runner(interpret=interpret, keep_warm=True, parallel=default_parallel(),
-                                  gpus=[] if interpret else select_gpus("all"))
+        # `workbench watch` passes the runner (builtin/verifying.make_runners: GPUs, plugins); this one has no
+        # GPU placement, for the app opened on its own (tests, the module's example).
+        runner = runner or Runner(interpret=interpret, keep_warm=True, parallel=default_parallel())
         self.loop = LiveLoop(project, runner, self._loop_event,
                              on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
                              on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)))

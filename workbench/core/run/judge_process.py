@@ -61,6 +61,11 @@ class JudgeLink:
 EXIT_JUDGE_GONE = 76
 
 
+def judge_threads() -> int:
+    """The judge's torch threads: half the cores, at most 4 (the kernel's process compiles beside it)."""
+    return max(1, min(4, (os.cpu_count() or 1) // 2))
+
+
 def fork_judge(events_fd: int) -> JudgeLink:
     """Fork the judge. Returns the link in the kernel's process; the judge never returns from here."""
     frames_r, frames_w = os.pipe()
@@ -90,7 +95,7 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
     from ..stage import Job
     from ..verify.judge import Judge
 
-    torch.set_num_threads(max(1, min(4, (os.cpu_count() or 1) // 2)))
+    torch.set_num_threads(judge_threads())
     send = EventStream(events_fd)
     replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
 
