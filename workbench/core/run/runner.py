@@ -193,9 +193,11 @@ class Runner:
                 on_event(event)
 
         limits = (timeout_s, interpret_timeout_s)
-        if self.parallel > 1 and "verify" in job.stages and job.case_indices != []:
-            cut = job.stages.index("verify") + 1
-            first, rest = job.stages[:cut], job.stages[cut:]
+        rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
+        sharded = self.parallel > 1 and "verify" in job.stages and job.case_indices != []
+        requeued: list[Requeued] = []
+        if sharded:
+            first = job.stages[:len(job.stages) - len(rest)]
             if "bench" in rest:
                 first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
             # The next run's spares are forked once the shards are done: forked while they compile,
@@ -207,24 +209,18 @@ class Runner:
                 self._verifying.clear()
                 if self.keep_warm and not self._cancelled.is_set():
                     self.prewarm()
-            if rest and tally.exit_code == 0 and not self._cancelled.is_set():
-                self._await_exits()
-                self._run_after_verification(replace(job, stages=rest), relay, limits)
         else:
-            requeued: list[Requeued] = []
-
             def watch(event: Event) -> None:
                 if isinstance(event, Requeued) and event.stage in VERIFY_PHASE:
                     requeued.append(event)
                 relay(event)
 
             self._run_with_restarts(job, watch, limits)
-            rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
-            if requeued and rest and tally.exit_code == 0 and not self._cancelled.is_set():
-                # A worker lost during verification: its re-queued cases ran alone; what followed them
-                # (the benchmark) runs now, as after sharded verification, only when every case passed.
-                self._await_exits()
-                self._run_after_verification(replace(job, stages=rest), relay, limits)
+        # What follows verification (the benchmark) runs once every case passed: after the shards, or after
+        # a worker lost during verification had its re-queued cases run alone (the job's own stages stopped).
+        if (sharded or requeued) and rest and tally.exit_code == 0 and not self._cancelled.is_set():
+            self._await_exits()
+            self._run_after_verification(replace(job, stages=rest), relay, limits)
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
@@ -239,18 +235,7 @@ class Runner:
         if "bench" not in job.stages or len(self.gpus) < 2 or job.case_indices == []:
             self._run_with_restarts(job, relay, limits)
             return
-        n = len(self.gpus)
-        merged = ShardMerger(relay, n)  # one WorkerReady, one RunStarted, each Problem once
-
-        def bench_share(k: int) -> None:
-            self._run_with_restarts(replace(job, options={**job.options, "bench_shard": [k, n]}),
-                                    lambda event: merged.relay(event, k), limits, self.gpus[k])
-
-        threads = [threading.Thread(target=bench_share, args=(k,), daemon=True) for k in range(n)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        self._fan_out(job, relay, limits, len(self.gpus), "bench_shard", lambda k: self.gpus[k])
 
     def _run_sharded(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
         """Verification split over `parallel` workers, their events merged into one run.
@@ -259,16 +244,23 @@ class Runner:
         the verdict is complete, ahead of whatever the shards do next (precompiling).
         """
         n = self.parallel if job.case_indices is None else min(self.parallel, len(job.case_indices))
+        self._fan_out(job, relay, limits, n, "shard", self._gpu_for, verifying=True)
+
+    def _fan_out(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None], n: int, option: str,
+                 gpu_of: Callable[[int], GpuSlot | None], verifying: bool = False) -> None:
+        """`job` split n ways (`options[option] = [k, n]`), share k in a worker on `gpu_of(k)`, all at once;
+        their events merged into one run (one WorkerReady, one RunStarted, each Problem once)."""
         merged = ShardMerger(relay, n)
 
-        def run_shard(k: int) -> None:
+        def share(k: int) -> None:
             try:
-                self._run_with_restarts(replace(job, options={**job.options, "shard": [k, n]}),
-                                        lambda event: merged.relay(event, k), limits, self._gpu_for(k))
+                self._run_with_restarts(replace(job, options={**job.options, option: [k, n]}),
+                                        lambda event: merged.relay(event, k), limits, gpu_of(k))
             finally:
-                merged.shard_over(k)
+                if verifying:
+                    merged.shard_over(k)
 
-        threads = [threading.Thread(target=run_shard, args=(k,), daemon=True) for k in range(n)]
+        threads = [threading.Thread(target=share, args=(k,), daemon=True) for k in range(n)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -389,9 +381,7 @@ class Runner:
         first cases' failures must not benchmark)."""
         if planned and stage in VERIFY_PHASE:
             remaining = [i for i in planned if i not in done]
-            options = {k: v for k, v in job.options.items() if k != "shard"}
-            through_verify = job.stages[:job.stages.index("verify") + 1]
-            again = replace(job, case_indices=remaining, options=options, stages=through_verify) if remaining else None
+            again = verification_of(job, remaining)
         else:  # lost before its plan was known, or past verification: the job again, less what is done
             remaining = []
             again = job if not planned else replace(job, stages=[s for s in job.stages if s != "verify"])
@@ -413,12 +403,17 @@ class Runner:
             done.add(current)
         if stage != "verifying":
             return None
-        remaining = [i for i in planned if i not in done]
-        if not remaining:
-            return None
-        # The resumed job names its cases itself: it is no longer a shard of the plan.
-        options = {k: v for k, v in job.options.items() if k != "shard"}
-        return replace(job, case_indices=remaining, stages=["verify"], options=options)
+        return verification_of(job, [i for i in planned if i not in done])
+
+
+def verification_of(job: Job, cases: list[int]) -> Job | None:
+    """`job`'s stages through verification, for these cases alone (None: no case left). It names its
+    cases itself: no longer a shard of the plan."""
+    if not cases:
+        return None
+    options = {k: v for k, v in job.options.items() if k != "shard"}
+    stages = job.stages[:job.stages.index("verify") + 1] if "verify" in job.stages else ["verify"]
+    return replace(job, case_indices=cases, options=options, stages=stages)
 
 
 def result_key(event: Event) -> tuple | None:
