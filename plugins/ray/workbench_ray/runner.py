@@ -22,10 +22,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from workbench.commands import EXIT_ENVIRONMENT, CommandError
-from workbench.core.events import LogLine, Problem, event_from_json
+from workbench.core.events import LogLine, Problem
 from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
-from workbench.core.run.workers import log_lines_left
+from workbench.core.run.workers import event_or_log, log_lines_left
 
 from .host import accelerator_type
 
@@ -171,7 +171,7 @@ class RayWorker(WorkerProcess):
         self._startup_problem = None
         self.proc = RemoteProcess()  # type: ignore[assignment]
         self._killed = False
-        self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here): the kernel's, its folder's
+        self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here), JSON-escaped: the kernel's, its folder's
         self._log_thread = threading.Thread(target=self._pump, daemon=True)
         try:
             self.actor = _host_class().options(num_gpus=1, max_restarts=0, max_task_retries=0,
@@ -216,18 +216,16 @@ class RayWorker(WorkerProcess):
         if kind == "err":
             return LogLine(text=text)
         for there, here in self._paths:  # what the worker says of the node's copy of kernel.py, of this one
-            text = text.replace(json.dumps(there)[1:-1], json.dumps(here)[1:-1])
-        try:
-            return event_from_json(text)
-        except (ValueError, TypeError, KeyError):
-            return LogLine(text=text, stream="stdout")
+            text = text.replace(there, here)
+        return event_or_log(text)
 
     def send(self, job: Job) -> None:
         import ray
 
         there = ray.get(self.actor.send.remote(asdict(job), project_sources(job.kernel_path)))
-        if job.kernel_path:
-            self._paths = [(there, job.kernel_path), (str(Path(there).parent), str(Path(job.kernel_path).parent))]
+        if job.kernel_path:  # as the event lines spell them: JSON-escaped, once per job
+            self._paths = [(json.dumps(a)[1:-1], json.dumps(b)[1:-1]) for a, b in
+                           ((there, job.kernel_path), (str(Path(there).parent), str(Path(job.kernel_path).parent)))]
 
     def kill(self, wait: bool = True) -> None:
         import ray

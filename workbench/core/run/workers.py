@@ -40,6 +40,14 @@ def worker_env(env: dict[str, str] | None = None, interpret: bool = False) -> di
     return child_env
 
 
+def event_or_log(line: str) -> Any:
+    """A line of a worker's event channel: its event, or (not an event) the line itself, as printed output."""
+    try:
+        return event_from_json(line)
+    except (ValueError, TypeError, KeyError):
+        return LogLine(text=line, stream="stdout")
+
+
 def forkserver_wanted(launcher: Sequence[str]) -> bool:
     """Fork workers from a warm template unless they run under a launcher (a profiler must start the
     process itself) or WORKBENCH_FORKSERVER=0 asks for workers started from scratch."""
@@ -95,14 +103,8 @@ class WorkerProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             line = line.strip()
-            if not line:
-                continue
-            try:
-                event = event_from_json(line)
-            except (ValueError, TypeError, KeyError):
-                self.queue.put(("event", LogLine(text=line, stream="stdout")))
-                continue
-            self.queue.put(("event", event))
+            if line:
+                self.queue.put(("event", event_or_log(line)))
         self.queue.put(("eof", None))
 
     def _read_log(self) -> None:
