@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_project  # noqa: E402
 from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
 
 
@@ -42,11 +43,6 @@ def workbench(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check and done.returncode not in (0, 1):
         raise SystemExit(f"workbench {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done
-
-
-def known_ops() -> list[str]:
-    listing = workbench("new", "--list").stdout
-    return [line.split()[0] for line in listing.splitlines() if line.strip()]
 
 
 def verify_all(projects: list[Path], gpus: str, extra: list[str]) -> dict:
@@ -79,12 +75,13 @@ def main() -> int:
     settings = ["all"] if args.smoke else ["0", "all"]
     extra = ["--interpret"] if args.smoke else []
     rounds = 1 if args.smoke else args.rounds
-    ops = args.ops.split(",") if args.ops else known_ops()
+    catalog = Catalog(builtin_scaffolds())
+    ops = args.ops.split(",") if args.ops else [s.name for s in catalog.scaffolds]
 
     with tempfile.TemporaryDirectory(prefix="workbench-multi-gpu-") as work:
         folder = Path(work)
-        for op in ops:
-            workbench("new", op, "--dir", str(folder))
+        for op in ops:  # as `workbench new OP` writes it
+            create_project(op, folder, catalog.choose(op, None))
         projects = sorted(p for p in folder.iterdir() if (p / "kernel.py").is_file())
         print(f"{len(projects)} projects: {', '.join(p.name for p in projects)}")
         for gpu in gpus:
