@@ -212,16 +212,23 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
             run = app.session.current
             return run is not None and run.finished is not None and app.session.latest is run
 
-        await until(run_over, "the first run (cold start, ceilings measured once per GPU)")
-        for n in range(saves):
-            await pilot.pause(1.0)  # a person's pause between saves; the next worker warms meanwhile
-            text = edited(base, n)
+        async def watched_save(text: str, milestone: str, what: str) -> SaveTimes:
+            """Save `text` as an editor does, wait for `milestone` of it on screen, then for the run's end."""
             times = SaveTimes(saved=0.0, source_hash=source_hash(text.encode()))
             app.watched = times
             times.saved = editor_save(project.kernel_path, text)
-            await until(lambda: shown(app, "verdict", times.source_hash) is not None, "the verdict")
+            await until(lambda: shown(app, milestone, times.source_hash) is not None, what)
             await until(run_over, "the end of the run")
             await pilot.pause(0.05)
+            return times
+
+        def bench_done_s(times: SaveTimes) -> float | None:
+            return (times.arrivals.get("RunFinished", times.saved) - times.saved) if app.session.current.bench else None
+
+        await until(run_over, "the first run (cold start, ceilings measured once per GPU)")
+        for n in range(saves):
+            await pilot.pause(1.0)  # a person's pause between saves; the next worker warms meanwhile
+            times = await watched_save(edited(base, n), "verdict", "the verdict")
             run = app.session.current
 
             def since(milestone: str) -> float | None:
@@ -232,7 +239,7 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
                 "verdict": run.verdict,
                 "verdict_s": shown(app, "verdict", times.source_hash) - times.saved,
                 "first_bench_s": (shown(app, "bench", times.source_hash) or times.saved - 1) - times.saved,
-                "bench_done_s": (times.arrivals.get("RunFinished", times.saved) - times.saved) if run.bench else None,
+                "bench_done_s": bench_done_s(times),
                 "accepted_s": (times.accepted or times.saved) - times.saved,
                 "worker_ready_s": times.arrivals.get("WorkerReady", times.saved) - times.saved,
                 "run_started_s": times.arrivals.get("RunStarted", times.saved) - times.saved,
@@ -255,14 +262,8 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
                      if row["first_bench_s"] is not None else ", no benchmark"), flush=True)
         for n in range(broken_saves):
             await pilot.pause(1.0)
-            text = broken(base, n)
-            times = SaveTimes(saved=0.0, source_hash=source_hash(text.encode()))
-            app.watched = times
-            times.saved = editor_save(project.kernel_path, text)
-            await until(lambda: shown(app, "failure", times.source_hash) is not None, "the first failing case")
+            times = await watched_save(broken(base, n), "failure", "the first failing case")
             failure_s = shown(app, "failure", times.source_hash) - times.saved
-            await until(run_over, "the end of the broken run")
-            await pilot.pause(0.05)
             verdict_s = (shown(app, "verdict", times.source_hash) or times.saved) - times.saved
             rows.append({"kind": "broken", "verdict": app.session.current.verdict, "failure_s": failure_s,
                          "verdict_s": verdict_s, "accepted_s": (times.accepted or times.saved) - times.saved,
@@ -275,17 +276,10 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
             first_hash = source_hash(first.encode())
             editor_save(project.kernel_path, first)
             await until(lambda: shown(app, "bench", first_hash) is not None, "the first benchmark row")
-            text = edited(base, 600 + n)
-            times = SaveTimes(saved=0.0, source_hash=source_hash(text.encode()))
-            app.watched = times
-            times.saved = editor_save(project.kernel_path, text)  # while the benchmark of `first` runs
-            await until(lambda: shown(app, "verdict", times.source_hash) is not None, "the verdict")
-            await until(run_over, "the end of the run")
-            await pilot.pause(0.05)
-            run = app.session.current
-            row = {"kind": "mid-bench", "verdict": run.verdict,
+            times = await watched_save(edited(base, 600 + n), "verdict", "the verdict")  # while `first` benchmarks
+            row = {"kind": "mid-bench", "verdict": app.session.current.verdict,
                    "verdict_s": shown(app, "verdict", times.source_hash) - times.saved,
-                   "bench_done_s": (times.arrivals.get("RunFinished", times.saved) - times.saved) if run.bench else None}
+                   "bench_done_s": bench_done_s(times)}
             rows.append(row)
             print(f"  save during a benchmark {n + 1}: verdict {row['verdict']} in {row['verdict_s']:.2f} s"
                   + (f", bench complete {row['bench_done_s']:.2f} s" if row["bench_done_s"] else ""), flush=True)
