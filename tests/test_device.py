@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -123,6 +124,25 @@ def test_gpu_state_without_nvml_or_nvidia_smi(monkeypatch):
     monkeypatch.setattr(device.shutil, "which", lambda name: None)
     state = device.gpu_state("GPU-1234")
     assert state.sm_clock_mhz is None and state.driver == ""
+
+
+def test_nvml_comes_up_once_per_process_and_reads_the_clocks_each_time(monkeypatch):
+    import types
+
+    calls = {"init": 0, "clock": 0}
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: calls.__setitem__("init", calls["init"] + 1),
+        nvmlDeviceGetHandleByUUID=lambda uuid: uuid, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlSystemGetDriverVersion=lambda: b"580.159.04",
+        nvmlDeviceGetClockInfo=lambda handle, which: calls.__setitem__("clock", calls["clock"] + 1) or 1980 - which,
+        nvmlDeviceGetTemperature=lambda handle, which: 41)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(device, "_nvml", None)
+    states = [device.gpu_state("GPU-1234") for _ in range(3)]
+    assert calls["init"] == 1 and calls["clock"] == 6
+    assert (states[-1].sm_clock_mhz, states[-1].mem_clock_mhz, states[-1].temperature_c, states[-1].driver) == \
+        (1980, 1979, 41, "580.159.04")
 
 
 def test_cache_module_does_not_import_torch():

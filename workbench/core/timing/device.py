@@ -128,14 +128,26 @@ def gpu_state(uuid: str = "") -> GpuState:
     return state if state is not None else _nvidia_smi_state(uuid)
 
 
+_nvml: Any = None  # the pynvml module once NVML is up in this process; False: not available here
+
+
+def _nvml_module() -> Any:
+    """pynvml, initialised once per process (each benchmark case reads the clocks), or None."""
+    global _nvml
+    if _nvml is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            _nvml = pynvml
+        except Exception:  # noqa: BLE001 - not installed, NVML missing or refused: nvidia-smi is tried instead
+            _nvml = False
+    return _nvml or None
+
+
 def _nvml_state(uuid: str) -> GpuState | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - NVML missing or refused: nvidia-smi is tried next
+    pynvml = _nvml_module()
+    if pynvml is None:
         return None
     try:
         handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -151,11 +163,6 @@ def _nvml_state(uuid: str) -> GpuState | None:
         return state
     except Exception:  # noqa: BLE001
         return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def _text(value: Any) -> str:
