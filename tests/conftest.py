@@ -39,7 +39,7 @@ def make_project(tmp_path):
 
     def make(source: str, name: str = "proj", toml: str | None = None) -> Path:
         folder = tmp_path / name
-        folder.mkdir()
+        folder.mkdir(parents=True)
         (folder / "kernel.py").write_text(source)
         if toml is not None:
             (folder / "workbench.toml").write_text(toml)

@@ -18,15 +18,9 @@ def run_pytest(cwd, *args):
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def write_project(folder: Path, source: str) -> None:
-    folder.mkdir(parents=True)
-    (folder / "kernel.py").write_text(source)
-    (folder / "workbench.toml").write_text(FAST)
-
-
-def test_projects_are_test_items_with_the_same_verdicts_and_exit_code(tmp_path):
-    write_project(tmp_path / "projects" / "good", kernels.GOOD)
-    write_project(tmp_path / "projects" / "bad", kernels.GRID_SHORT)
+def test_projects_are_test_items_with_the_same_verdicts_and_exit_code(tmp_path, make_project):
+    make_project(kernels.GOOD, name="projects/good", toml=FAST)
+    make_project(kernels.GRID_SHORT, name="projects/bad", toml=FAST)
     (tmp_path / "projects" / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
     code, out = run_pytest(tmp_path, "--workbench", "projects")
     assert code == 1, out
@@ -39,16 +33,16 @@ def test_projects_are_test_items_with_the_same_verdicts_and_exit_code(tmp_path):
     assert code == 0, out
 
 
-def test_without_the_option_the_plugin_is_inert(tmp_path):
-    write_project(tmp_path / "projects" / "bad", kernels.GRID_SHORT)
+def test_without_the_option_the_plugin_is_inert(tmp_path, make_project):
+    make_project(kernels.GRID_SHORT, name="projects/bad", toml=FAST)
     (tmp_path / "projects" / "test_theirs.py").write_text("def test_theirs():\n    assert True\n")
     code, out = run_pytest(tmp_path, "projects")
     assert code == 0, out
     assert "1 passed" in out and "kernel.py" not in out
 
 
-def test_an_unusable_project_exits_as_workbench_verify_does(tmp_path):
-    write_project(tmp_path / "projects" / "broken", kernels.SYNTAX_ERROR)
+def test_an_unusable_project_exits_as_workbench_verify_does(tmp_path, make_project):
+    make_project(kernels.SYNTAX_ERROR, name="projects/broken", toml=FAST)
     code, out = run_pytest(tmp_path, "--workbench", "projects")
     assert code == 2, out
     assert "project: syntax" in out

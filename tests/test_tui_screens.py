@@ -82,15 +82,11 @@ async def test_failing_case_detail_shows_where_it_went_wrong(project):
 async def test_results_stream_in_and_the_first_failure_is_on_screen_before_the_run_ends(project):
     """Mid-run: "n of m passed so far", then at the first failing case "FAILING ... so far" with that
     case's detail selected, while the other cases are still running; the timeline notes when."""
-    from tui_helpers import READY_GPU
-
-    from workbench.core.live.watch import Save
+    from tui_helpers import READY_GPU, canned_save, wait_for
 
     app = app_for(project)
     async with app.run_test(size=SIZE) as pilot:
-        save = Save(fingerprint="f", kernel_hash="3f2a91c04b1e7d22", changed=("kernel.py",), source="",
-                    saved_at=1000.0)
-        run_id = app.submit("save", save=save)
+        run_id = app.submit("save", save=canned_save())
         events = case_events(failing=True)
         upto_second_case = next(i for i, e in enumerate(events) if getattr(e, "case_index", None) == 2)
         for event in [READY_GPU, *events[:upto_second_case]]:
@@ -100,8 +96,7 @@ async def test_results_stream_in_and_the_first_failure_is_on_screen_before_the_r
         first_bad = next(i for i, e in enumerate(events) if getattr(e, "status", "") == "failed")
         for event in events[upto_second_case:first_bad + 1]:
             app.post_message(RunEvent(run_id, event))
-        await pilot.pause()
-        await pilot.pause()
+        await wait_for(pilot, lambda: "FAILING" in text_of(app.query_one("#status")), 10, "the failing status")
         status = text_of(app.query_one("#status"))
         assert "FAILING 1 of 4 so far (5 cases)" in status
         assert "rows=5 cols=4097" in text_of(app.query_one("#detail"))  # the failure, selected at once

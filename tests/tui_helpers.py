@@ -123,10 +123,15 @@ def compile_problem(kernel_path: str) -> Problem:
                    file=kernel_path, line=8, case_index=None)
 
 
+def canned_save(source: str = "", saved_at: float = 1000.0) -> Save:
+    """A save of kernel.py, as the watcher reports it, with a fixed hash and clock."""
+    return Save(fingerprint="f", kernel_hash="3f2a91c04b1e7d22", changed=("kernel.py",), source=source,
+                saved_at=saved_at)
+
+
 async def replay(app, pilot, events: list, save_source: str = "", saved_at: float = 1000.0) -> int:
     """Feed a canned run to an app started with live=False; fix its clocks so the screen is the same every time."""
-    save = Save(fingerprint="f", kernel_hash="3f2a91c04b1e7d22", changed=("kernel.py",), source=save_source,
-                saved_at=saved_at)
+    save = canned_save(save_source, saved_at)
     app.session.last_save = save
     run_id = app.submit("save", save=save)
     for event in [READY_GPU, *events, RunFinished(verdict="passed", duration_s=2.4)]:
