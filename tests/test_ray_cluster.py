@@ -167,6 +167,9 @@ def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
     assert sum(isinstance(e, RunFinished) for e in events) == 1 and outcome.finished.passed == 18
 
 
-def test_per_gpu_kind_needs_a_cluster(make_project):
-    done = workbench("bench", make_project(kernels.GOOD, toml=ONLY_CASES), "--per-gpu-kind", timeout=30)
-    assert done.returncode == 2 and "--per-gpu-kind needs --cluster" in done.stderr
+def test_per_gpu_kind_needs_a_cluster(make_project, plugin_cli):
+    import workbench_ray
+
+    code, out, err = plugin_cli(workbench_ray, "ray", "bench")(make_project(kernels.GOOD, toml=ONLY_CASES),
+                                                              "--per-gpu-kind")
+    assert code == 2 and "--per-gpu-kind needs --cluster" in err
