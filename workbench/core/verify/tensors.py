@@ -76,25 +76,27 @@ def _storage_span(t: torch.Tensor) -> tuple[str, int, int]:
     return str(t.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
-def shared_memory(outputs: Outputs, inputs: list[Any], allowed: set[int] = frozenset()) -> list[str]:
-    """'output[0] and input #1' for each output whose memory overlaps an input's (a view or the input
-    itself), but for the outputs in `allowed` (those the reference itself returns as views of its inputs)."""
-    found = []
+def overlaps(outputs: Outputs, inputs: list[Any]) -> list[tuple[int, int]]:
+    """(output k, input i) for each output whose memory overlaps an input's (a view, or the input itself)."""
     spans = [(i, _storage_span(x)) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.numel()]
-    for k, (out, name) in enumerate(zip(outputs.tensors, outputs.names)):
-        if not out.numel() or k in allowed:
+    pairs = []
+    for k, out in enumerate(outputs.tensors):
+        if not out.numel():
             continue
         device, lo, hi = _storage_span(out)
-        for i, (in_device, in_lo, in_hi) in spans:
-            if device == in_device and lo < in_hi and in_lo < hi:
-                found.append(f"output{name} and input #{i}")
-    return found
+        pairs += [(k, i) for i, (in_device, in_lo, in_hi) in spans if device == in_device and lo < in_hi and in_lo < hi]
+    return pairs
+
+
+def shared_memory(outputs: Outputs, inputs: list[Any], allowed: set[int] = frozenset()) -> list[str]:
+    """'output[0] and input #1' for each output whose memory overlaps an input's, but for the outputs in
+    `allowed` (those the reference itself returns as views of its inputs)."""
+    return [f"output{outputs.names[k]} and input #{i}" for k, i in overlaps(outputs, inputs) if k not in allowed]
 
 
 def aliased_outputs(outputs: Outputs, inputs: list[Any]) -> set[int]:
     """The indices of the outputs that share an input's memory."""
-    return {k for k in range(len(outputs.tensors))
-            if shared_memory(Outputs([outputs.tensors[k]], [""]), inputs)}
+    return {k for k, _ in overlaps(outputs, inputs)}
 
 
 def input_elements(inputs: list[Any]) -> int:
