@@ -87,14 +87,15 @@ def estimate_ms(fn: Callable[[], Any], flush: Callable[[], None]) -> float:
     that would make a host-bound call look GPU-bound and leave it unpadded.
     """
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream()
     flush()
     fn()
     torch.cuda.synchronize()
-    start.record()
+    start.record(stream)
     for _ in range(ESTIMATE_CALLS):
         flush()
         fn()
-    end.record()
+    end.record(stream)
     torch.cuda.synchronize()
     return max(start.elapsed_time(end) / ESTIMATE_CALLS, 1e-4)
 
@@ -118,14 +119,17 @@ def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable
     n = _clamp(config.rep_ms / per_iteration, config.min_samples, config.max_samples)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    # Recorded on this stream, named once: Event.record() with no stream builds a Stream object per
+    # call (about 0.15 ms on an H100 host, 2 per sample), host time that can outlast a short call.
+    stream = torch.cuda.current_stream()
     torch.cuda.synchronize()
     with watch if watch is not None else _Nothing():
         for start, end in zip(starts, ends):
             flush()
             pad()
-            start.record()
+            start.record(stream)
             fn()
-            end.record()
+            end.record(stream)
         torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in zip(starts, ends)]
 
@@ -155,13 +159,14 @@ class LaunchPad:
         on the host's time alone.
         """
         events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * cls.HOST_PROBE_CALLS)]
+        stream = torch.cuda.current_stream()
         torch.cuda.synchronize()
         started = time.perf_counter()
         for i in range(cls.HOST_PROBE_CALLS):
             flush()
-            events[2 * i].record()
+            events[2 * i].record(stream)
             fn()
-            events[2 * i + 1].record()
+            events[2 * i + 1].record(stream)
         host_ms = (time.perf_counter() - started) * 1e3 / cls.HOST_PROBE_CALLS
         torch.cuda.synchronize()
         return cls(0.0 if host_ms < cls.HOST_SHARE * gpu_ms else cls.HOST_MARGIN * host_ms)
@@ -214,15 +219,16 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
         flush_only.replay()
     n = _clamp(config.rep_ms / (2 * replay_ms), config.min_samples, config.max_samples)
     events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(n)]
+    stream = torch.cuda.current_stream()
     torch.cuda.synchronize()
     with watch if watch is not None else _Nothing():
         for start_work, end_work, start_flush, end_flush in events:
-            start_work.record()
+            start_work.record(stream)
             work.replay()
-            end_work.record()
-            start_flush.record()
+            end_work.record(stream)
+            start_flush.record(stream)
             flush_only.replay()
-            end_flush.record()
+            end_flush.record(stream)
         torch.cuda.synchronize()
     samples = [(a.elapsed_time(b) - c.elapsed_time(d)) / calls for a, b, c, d in events]
     del work, flush_only
