@@ -155,6 +155,7 @@ class SaveTimes:
     arrivals: dict[str, float] = field(default_factory=dict)  # first arrival of each milestone
     verify_work_s: float = 0.0  # the worker's own time on the verification cases
     bench_results: list[float] = field(default_factory=list)  # arrival of each benchmark row
+    bench_phases: list[dict] = field(default_factory=list)  # each row's BenchResult.phases
 
     def mark(self, name: str, when: float) -> None:
         self.arrivals.setdefault(name, when)
@@ -188,6 +189,7 @@ class TimedApp(WorkbenchApp):
                 watched.mark(f"bench {type(event).__name__}", now)  # the benchmark's own worker
             elif isinstance(event, BenchResult):
                 watched.bench_results.append(now)
+                watched.bench_phases.append(dict(event.phases))
 
 
 def shown(app: WorkbenchApp, what: str, source_hash: str) -> float | None:
@@ -249,6 +251,7 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
                 "bench_kernel_imported_s": since("bench RunStarted"),
                 "device_facts_s": since(DeviceFacts.__name__),
                 "bench_rows_s": [t - times.saved for t in times.bench_results],
+                "bench_phases": times.bench_phases,
                 "bench_cases": len(run.bench),
                 "references_reused": sum(REUSED_REFERENCE_NOTE in b.notes for b in run.bench),
                 "bench_note": next((p.message for p in run.bench_problems), ""),
@@ -384,7 +387,12 @@ def main() -> int:
     parser.add_argument("--broken-saves", type=int, default=3, help="saves that break the kernel (first failure)")
     parser.add_argument("--mid-bench-saves", type=int, default=3, help="saves made while a benchmark runs")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain loop (and the speed-up)")
+    parser.add_argument("--plain-saves", type=int, help="saves of the plain loop (default: --saves)")
+    parser.add_argument("--profile", type=Path, help="profile every worker job into this folder (cProfile slows "
+                        "the loop: read the shares with benchmarks/profile_summary.py, not the seconds)")
     args = parser.parse_args()
+    if args.profile:
+        os.environ["WORKBENCH_PROFILE_DIR"] = str(args.profile.resolve())
 
     source = args.project or shipped_project()
     work = Path(tempfile.mkdtemp(prefix="loop-latency-"))
@@ -403,7 +411,7 @@ def main() -> int:
     gpu = info["mode"] == "gpu"
     if gpu and not args.no_plain:
         print(f"plain loop (fresh python per script, on {info['device']}):", flush=True)
-        plain_rows = plain_loop(project, args.saves, gpu, work)
+        plain_rows = plain_loop(project, args.plain_saves or args.saves, gpu, work)
         print("compilation/execution probe:", flush=True)
         probe = compile_share(project, gpu, repeats=3)
     else:  # the plain scripts ask for device="cuda": only the workbench maps that to the CPU
@@ -480,6 +488,15 @@ def main() -> int:
         if per_case is not None:
             print(f"  each later case                                {per_case:6.3f} s")
         print(f"  row to screen, run end                         {wb_done - med(b[-1] for b in rows_s):6.3f} s")
+        phase_rows = [r["bench_phases"] for r in wb_rows if r["bench_phases"]]
+        if phase_rows:
+            names = list(dict.fromkeys(name for rows in phase_rows for phases in rows for name in phases))
+            print("  inside the benchmark's worker, each case's steps (medians, s):   first case   later cases")
+            for name in names:
+                first = med(rows[0].get(name) for rows in phase_rows if name in rows[0])
+                later = med(phases[name] for rows in phase_rows for phases in rows[1:] if name in phases)
+                print(f"    {name:58} {'-' if first is None else f'{first:.3f}':>10} "
+                      f"{'-' if later is None else f'{later:.3f}':>13}")
 
     if gpu:
         print()

@@ -144,3 +144,15 @@ def test_a_refused_bench_leaves_the_history_alone(cli, make_project):
     code, out, err = cli("history", project)
     lines = out.strip().splitlines()
     assert len(lines) == 1 and "passed" in lines[0]
+
+
+def test_workbench_profile_dir_profiles_each_job(cli, make_project, monkeypatch, tmp_path):
+    import pstats
+
+    monkeypatch.setenv("WORKBENCH_PROFILE_DIR", str(tmp_path / "profiles"))
+    code, out, err = cli("verify", make_project(kernels.GOOD), "--case", "2")
+    assert code == 0
+    profiles = sorted((tmp_path / "profiles").glob("*-verify*.prof"))
+    assert profiles, list((tmp_path / "profiles").iterdir())
+    functions = {name for _, _, name in pstats.Stats(str(profiles[0])).stats}
+    assert {"run_job", "verify_stage"} <= functions

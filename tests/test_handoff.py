@@ -181,3 +181,92 @@ def test_the_autotune_hint_is_added_only_to_a_failing_case_that_changed_an_input
     assert hint in judged(ref.float() + 1, x + 1).notes  # wrong, and the input changed
     assert hint not in judged(ref.float() + 1, x.clone()).notes  # wrong, input untouched
     assert hint not in judged(ref.float(), x + 1).notes  # right (in place, declared)
+
+
+# -- a benchmark case's check, handed over on a thread while the kernel is timed ----------------------------
+
+def test_a_sample_copied_to_the_host_keeps_its_values_and_a_compact_index():
+    ref = torch.randn(256, 1024, dtype=torch.float64)
+    data = CaseData(case_index=0, label="big", names=[""])
+    data.sample([ref.float()], [ref], 1 << 12)
+    data.to_host()
+    assert data.sample_index[0].dtype == torch.int32 and data.sample_index[0].device.type == "cpu"
+    assert torch.equal(data.first[0], ref.float().reshape(-1)[data.sample_index[0].long()])
+    assert torch.equal(data.reference[0], ref.reshape(-1)[data.sample_index[0].long()])
+
+
+def test_a_multi_megabyte_frame_arrives_whole_between_small_ones():
+    import os
+    import threading
+
+    from workbench.core.verify.handoff import CASE, EVENT, read_frame, write_frame
+
+    r, w = os.pipe()
+    big = os.urandom(5 << 20)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(read_frame(r) for _ in range(3)))
+    reader.start()
+    write_frame(w, EVENT, b"{}")
+    write_frame(w, CASE, big)
+    write_frame(w, EVENT, b"[]")
+    reader.join(10)
+    os.close(r)
+    os.close(w)
+    assert got == [(EVENT, b"{}"), (CASE, big), (EVENT, b"[]")]
+
+
+def test_events_emitted_while_a_case_is_on_its_way_never_cut_into_its_frame():
+    import os
+    import threading
+
+    from workbench.core.events import StageChanged
+    from workbench.core.run.judge_process import JudgeLink
+    from workbench.core.verify.handoff import CASE, EVENT, read_frame
+
+    frames_r, frames_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    link = JudgeLink(frames_w, replies_r)
+    data = CaseData(case_index=3, label="big", names=[""])
+    data.sample([torch.randn(1 << 20)], [torch.randn(1 << 20, dtype=torch.float64)], 1 << 20)
+    kinds = []
+
+    def judge_side():
+        while len(kinds) < 41:
+            kind, payload = read_frame(frames_r)
+            kinds.append(kind)
+            if kind == CASE:
+                assert CaseData.unpack(payload).case_index == 3
+                os.write(replies_w, b'{"type": "case_result", "case_index": 3, "label": "big", "status": "passed"}\n')
+
+    judge = threading.Thread(target=judge_side)
+    judge.start()
+    from workbench.core.timing.bench import PendingVerdict
+
+    pending = PendingVerdict(link.judge, data)
+    for n in range(40):
+        link.emit(StageChanged(stage="benchmarking", detail=f"event {n}"))
+    assert pending.result().status == "passed"
+    judge.join(10)
+    assert kinds.count(CASE) == 1 and kinds.count(EVENT) == 40
+    for fd in (frames_r, frames_w, replies_r, replies_w):
+        os.close(fd)
+
+
+def test_a_pending_verdict_raises_what_the_hand_over_raised():
+    from workbench.core.timing.bench import PendingVerdict
+
+    def gone(data):
+        raise SystemExit(76)
+
+    with pytest.raises(SystemExit):
+        PendingVerdict(gone, CaseData(case_index=0, label="x")).result()
+
+
+def test_phases_add_up_in_order_and_carry_the_set_up():
+    from workbench.core.timing.bench import Phases
+
+    phases = Phases({"set-up": 0.5})
+    phases.done("inputs")
+    phases.done("timing")
+    assert list(phases.seconds) == ["set-up", "inputs", "timing"]
+    assert phases.seconds["set-up"] == 0.5 and all(v >= 0 for v in phases.seconds.values())

@@ -377,8 +377,8 @@ def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
     untimed = sorted({c.case_index for c in outcome.of_type(CaseResult)
                       if c.status in ("failed", "error") and c.case_index not in timed})
     if facts is not None and untimed:
-        lines.append(f"  not timed: case {', '.join(map(str, untimed))}, wrong before timing (a wrong kernel is "
-                     "never timed; see the verification report above)")
+        lines.append(f"  not timed: case {', '.join(map(str, untimed))}, wrong before timing (a wrong kernel's "
+                     "time is never posted; see the verification report above)")
     autotune = autotune_lines(outcome.of_type(AutotuneReport))
     if autotune:
         lines += [""] + autotune

@@ -218,6 +218,7 @@ class BenchResult(Event):
     temperature_c: int | None = None
     reference_key: str = ""  # what the reference's time depends on (bench.reference_key): the live loop reuses it
     gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult
+    phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of the case's steps, in order
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":

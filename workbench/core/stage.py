@@ -59,6 +59,9 @@ class JobContext:
     emit: Callable[[Any], None]
     tally: Any = None  # events.Tally of what this job emitted so far: a later stage sees whether verify passed
     judge: Callable[[Any], Any] | None = None  # CaseData -> CaseResult, given (and reported) by the judge process
+    # Blocks until the GPU is this job's alone; a job started beside its verification's last workers
+    # (Job.options["gpu_gate"]) calls it before it times anything. Returns at once after the first call.
+    wait_for_gpu: Callable[[], None] = lambda: None
 
 
 def shard_of(cases: list, shard: list[int] | None) -> list:

@@ -259,6 +259,10 @@ class RayRunner(Runner):
     ``{"accelerator_type": "H100"}`` to run on one kind of GPU).
     """
 
+    # Its stages after verification start once the shards are gone: an actor elsewhere takes no GPU-gate
+    # line, and its GPU is not the shards' anyway.
+    early_benchmark = False
+
     def __init__(self, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
                  actor_options: dict[str, Any] | None = None, connected_here: bool = False):
         super().__init__(interpret=interpret, keep_warm=keep_warm,

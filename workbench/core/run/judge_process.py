@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any
 
 from ..events import (
@@ -29,7 +30,7 @@ from ..events import (
     WorkerReady,
     event_from_json,
 )
-from ..verify.handoff import CASE, EVENT, CaseData, read_frame, write_frame
+from ..verify.handoff import CASE, EVENT, GATE, CaseData, read_frame, write_frame
 
 FORGED = ("a verdict written by the kernel's process, not by the judge: ignored "
           "(does kernel.py write to the worker's event stream or patch the workbench?)")
@@ -41,21 +42,36 @@ class JudgeLink:
     def __init__(self, frames_fd: int, replies_fd: int):
         self.frames_fd = frames_fd
         self._replies = os.fdopen(replies_fd, "r", encoding="utf-8")
+        # A benchmark hands a case over on a thread while the main thread emits: one frame at a time.
+        self._writing = threading.Lock()
 
     def emit(self, event: Any) -> None:
-        write_frame(self.frames_fd, EVENT, event.to_json().encode())
+        payload = event.to_json().encode()
+        with self._writing:
+            write_frame(self.frames_fd, EVENT, payload)
 
     def read_job(self) -> str:
         return self._replies.readline()
 
     def judge(self, data: CaseData) -> CaseResult:
-        write_frame(self.frames_fd, CASE, data.pack())
+        """The judge's verdict on one case. One case at a time: its reply is the next line."""
+        payload = data.pack()
+        with self._writing:
+            write_frame(self.frames_fd, CASE, payload)
         line = self._replies.readline()
         if not line:
             raise SystemExit(EXIT_JUDGE_GONE)
         result = event_from_json(line)
         assert isinstance(result, CaseResult)
         return result
+
+    def wait_for_gate(self) -> None:
+        """Block until the parent says the GPU is this worker's alone (a GATE frame; see verify/handoff.py).
+        Never while a case is with the judge: both answers come as the next line."""
+        with self._writing:
+            write_frame(self.frames_fd, GATE, b"")
+        if not self._replies.readline():
+            raise SystemExit(EXIT_JUDGE_GONE)
 
 
 EXIT_JUDGE_GONE = 76
@@ -126,6 +142,9 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
                         judge = None  # the kernel's process reports the bad config
                 replies.write(line if line.strip() else "\n")
                 replies.flush()
+        elif kind == GATE:
+            replies.write(sys.stdin.readline() or "\n")  # at the end of stdin: the parent is gone, so on
+            replies.flush()
         elif kind == CASE:
             if judge is None:
                 judge = Judge(ProjectConfig().verify)

@@ -8,6 +8,7 @@ on is reported as failed and the remaining cases resume in a fresh worker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -73,6 +74,9 @@ class Runner:
     Each result is stamped with the GPU that produced it. Empty: workers see the environment's GPUs.
     """
 
+    # A sharded run's benchmark worker starts when the verdict is in and waits at the GPU gate (see run()).
+    early_benchmark = True
+
     def __init__(self, interpret: bool = False, keep_warm: bool = False, env: dict[str, str] | None = None,
                  python: str = sys.executable, launcher: Sequence[str] = (), parallel: int = 1,
                  gpus: Sequence[GpuSlot] = ()):
@@ -88,6 +92,7 @@ class Runner:
         self._forkserver: ForkServer | None = None  # started with the first worker
         self._forkserver_lock = threading.Lock()
         self._verifying = threading.Event()  # sharded verification in flight: spares wait for its end
+        self._gpu_free = threading.Event()  # the run's verification workers have exited: an early benchmark may time
 
     # -- worker supply -------------------------------------------------------------------
 
@@ -175,12 +180,26 @@ class Runner:
 
     def run(self, job: Job, on_event: OnEvent, timeout_s: float | None = None,
             interpret_timeout_s: float | None = None) -> RunFinished:
-        """Run `job` to the end, relaying events; returns the aggregate RunFinished (also emitted)."""
+        """Run `job` to the end, relaying events; returns the aggregate RunFinished (also emitted).
+
+        A sharded run's benchmark starts the moment the verdict is complete and passed, beside the shards'
+        last work (compiling the benchmark cases, exiting): its worker imports kernel.py, makes the first
+        case's inputs, reference and first call, and waits at the GPU gate (Job.options["gpu_gate"]) until
+        every shard's worker has exited before it times anything (or autotunes)."""
         self._cancelled.clear()
+        self._gpu_free.clear()
         started = time.monotonic()
         tally = Tally()
         lock = threading.Lock()
         seen: set[tuple] = set()
+
+        limits = (timeout_s, interpret_timeout_s)
+        rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
+        sharded = self.parallel > 1 and "verify" in job.stages and job.case_indices != []
+        requeued: list[Requeued] = []
+        gated = self.early_benchmark and sharded and "bench" in rest and len(self.gpus) < 2
+        early = EarlyStart(lambda: self._run_after_verification(replace(job, stages=rest, options={
+            **job.options, "gpu_gate": True}), relay, limits)) if gated else None
 
         def relay(event: Event) -> None:
             key = result_key(event)
@@ -191,11 +210,10 @@ class Runner:
                     seen.add(key)
                 tally.add(event)
                 on_event(event)
+                verified = isinstance(event, StageChanged) and event.stage == "verified"
+            if verified and early is not None and tally.exit_code == 0 and not self._cancelled.is_set():
+                early.start()  # the benchmark sets up beside the shards' last work; it times once they are gone
 
-        limits = (timeout_s, interpret_timeout_s)
-        rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
-        sharded = self.parallel > 1 and "verify" in job.stages and job.case_indices != []
-        requeued: list[Requeued] = []
         if sharded:
             first = job.stages[:len(job.stages) - len(rest)]
             if "bench" in rest:
@@ -209,6 +227,10 @@ class Runner:
                 self._verifying.clear()
                 if self.keep_warm and not self._cancelled.is_set():
                     self.prewarm()
+                if early is not None and early.started:
+                    self._await_exits()
+                    self._gpu_free.set()  # the early benchmark's worker may time now
+                    early.join()
         else:
             def watch(event: Event) -> None:
                 if isinstance(event, Requeued) and event.stage in VERIFY_PHASE:
@@ -218,7 +240,8 @@ class Runner:
             self._run_with_restarts(job, watch, limits)
         # What follows verification (the benchmark) runs once every case passed: after the shards, or after
         # a worker lost during verification had its re-queued cases run alone (the job's own stages stopped).
-        if (sharded or requeued) and rest and tally.exit_code == 0 and not self._cancelled.is_set():
+        if (sharded or requeued) and rest and tally.exit_code == 0 and not self._cancelled.is_set() \
+                and not (early is not None and early.started):
             self._await_exits()
             self._run_after_verification(replace(job, stages=rest), relay, limits)
         finished = tally.finished(time.monotonic() - started)
@@ -299,11 +322,26 @@ class Runner:
             if self._cancelled.is_set():
                 return None
             worker.send(job)
+            if job.options.get("gpu_gate"):
+                self._open_gate_when_free(worker)
             interpret = ready.mode == "interpreter"
             limit = (interpret_timeout_s if interpret else timeout_s) or None
             return self._pump(worker, job, relay, limit)
         finally:
             self._release(worker)
+
+    def _open_gate_when_free(self, worker: WorkerProcess) -> None:
+        """Tell `worker` the GPU is its own once the run's verification workers have exited (or the run
+        is cancelled: then it is killed anyway)."""
+
+        def when_free() -> None:
+            while not self._gpu_free.wait(0.05):
+                if self._cancelled.is_set() or worker.proc.poll() is not None:
+                    return
+            with contextlib.suppress(OSError, ValueError):  # gone meanwhile: the event pump reports it
+                worker.send_line("gpu")
+
+        threading.Thread(target=when_free, name="gpu-gate", daemon=True).start()
 
     def _pump(self, worker: WorkerProcess, job: Job, relay: OnEvent, limit: float | None) -> Job | None:
         planned: list[int] = []
@@ -404,6 +442,24 @@ class Runner:
         if stage != "verifying":
             return None
         return verification_of(job, [i for i in planned if i not in done])
+
+
+class EarlyStart:
+    """A run's stages after verification, started on a thread at most once (when the verdict is in)."""
+
+    def __init__(self, target: Callable[[], None]):
+        self._thread = threading.Thread(target=target, name="after-verification", daemon=True)
+        self._lock = threading.Lock()
+        self.started = False
+
+    def start(self) -> None:
+        with self._lock:
+            if not self.started:
+                self.started = True
+                self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
 
 
 def verification_of(job: Job, cases: list[int]) -> Job | None:

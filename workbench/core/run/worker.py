@@ -111,13 +111,31 @@ def main() -> int:
     line = link.read_job()
     if not line.strip():
         return 0  # the parent let this warm worker go unused
-    code = run_job(Job.from_json(line), emit, ready, link.judge)
+    code = profiled(run_job, Job.from_json(line), emit, ready, link.judge, link.wait_for_gate)
     sys.stderr.flush()
     emit(StageChanged(stage=JOB_DONE, current=code))  # the parent need not wait for the exit itself
     return code
 
 
-def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[Any], Any] | None = None) -> int:
+def profiled(run: Callable[..., int], job: Job, *args: Any) -> int:
+    """run(job, *args), under cProfile when WORKBENCH_PROFILE_DIR names a folder: one
+    `<pid>-<stage>_<stage>.prof` per job there (read it with pstats or snakeviz), for finding where a run's time goes."""
+    folder = os.environ.get("WORKBENCH_PROFILE_DIR")
+    if not folder:
+        return run(job, *args)
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(run, job, *args)
+    finally:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        stages = "_".join(s.rsplit(":", 1)[-1] for s in job.stages)
+        profiler.dump_stats(str(Path(folder) / f"{os.getpid()}-{stages}.prof"))
+
+
+def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[Any], Any] | None = None,
+            gate: Callable[[], None] | None = None) -> int:
     from ..events import Problem, RunStarted, StageChanged, Tally
     from ..project.config import ConfigError, ProjectConfig
     from ..project.contract import ContractError, load_kernel
@@ -138,6 +156,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         tally.add(result)
         return result
 
+    wait_for_gpu = once(gate) if gate is not None and job.options.get("gpu_gate") else (lambda: None)
     if not job.kernel_path:  # a device-only job (`doctor --measure`): no kernel.py to import
         try:
             config = ProjectConfig.from_dict(job.config)
@@ -145,7 +164,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
             emit(Problem(kind="config", message=str(exc), file=exc.path))
             return 0
         return _run_stages(JobContext(job=job, km=None, config=config, interpret=interpret, emit=emit_counted,
-                                      tally=tally))
+                                      tally=tally, wait_for_gpu=wait_for_gpu))
     path = Path(job.kernel_path)
     emit(StageChanged(stage="importing", detail=path.name))
     try:
@@ -165,7 +184,20 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module))))
     return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
-                                  tally=tally, judge=judge_counted if judge is not None else None))
+                                  tally=tally, judge=judge_counted if judge is not None else None,
+                                  wait_for_gpu=wait_for_gpu))
+
+
+def once(fn: Callable[[], None]) -> Callable[[], None]:
+    """fn, called on the first call only."""
+    done: list[bool] = []
+
+    def call() -> None:
+        if not done:
+            done.append(True)
+            fn()
+
+    return call
 
 
 def _run_stages(context: JobContext) -> int:

@@ -147,8 +147,12 @@ class WorkerProcess:
                 log.append(payload.text)
 
     def send(self, job: Job) -> None:
+        self.send_line(job.to_json())
+
+    def send_line(self, line: str) -> None:
+        """One line to the worker's stdin: its job; later, a job's GPU gate."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(job.to_json() + "\n")
+        self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
 
     def kill(self, wait: bool = True) -> None:

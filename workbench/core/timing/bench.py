@@ -2,10 +2,12 @@
 
 Runs in a GPU worker, after the verify stage of the same job. For each benchmark
 case: fresh inputs; the kernel checked against the reference before timing (the
-first call compiles and autotunes, outside any timed region); the kernel, the
-reference and torch.compile(reference) timed by `timers.measure`; the kernel
-checked again after its timed calls (right once and wrong under repetition posts
-no time); bytes and FLOPs against this GPU's measured ceilings.
+first call compiles and autotunes, outside any timed region; the judge's check
+runs while the kernel is timed, and a time is posted only if it passed); the
+kernel, the reference and torch.compile(reference) timed by `timers.measure`;
+the kernel checked again after its timed calls (right once and wrong under
+repetition posts no time); bytes and FLOPs against this GPU's measured ceilings.
+Each result says where its case's time went (BenchResult.phases).
 
 Large benchmark shapes can be too big for a float64 reference: it falls back to
 float32 (still far more precise than the fp16/bf16 kernels such shapes usually
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import threading
 import time
 from typing import Any, Callable
 
@@ -127,12 +130,16 @@ def bench_stage(context: Any) -> None:
     def announce_measuring() -> None:
         emit(StageChanged(stage="benchmarking", detail="measuring this GPU's ceilings (once per GPU)"))
 
+    set_up = Phases()
     ceilings, notes = load_or_measure(context.config.bench, on_measure=announce_measuring)
     facts = gather_facts(ceilings)
     facts.notes = notes + ([selection_note] if selection_note else [])
     emit(facts)
+    set_up.done("ceilings and GPU facts")
     flusher = L2Flusher(facts.l2_bytes, context.config.bench.l2_flush)
     bencher = CaseBencher(context, facts, flusher)
+    set_up.done("flush buffer, autotuners, compile watch")
+    bencher.carried_phases = set_up.seconds  # the first case's result shows the stage's set-up too
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases), case_index=case.index))
         bencher.run(case)
@@ -152,6 +159,17 @@ class BenchChecker(Verifier):
               messages: list[str] | None = None, phase: str = "") -> CaseResult:
         """The judge's verdict on `out` (reported by the judge). `messages`: failures found here first;
         `phase`: "after timing" for the recheck (a second result for the case, never merged with the first)."""
+        return self.deliver(self._sampled(case, out, ref, notes, messages, phase))
+
+    def check_soon(self, case: Case, out: Outputs, ref: Reference, notes: list[str]) -> "PendingVerdict":
+        """`check`, with the judge's work done while this process goes on: the sample is drawn and copied
+        to the host here and now (nothing moves on the GPU later), then handed over on a thread."""
+        data = self._sampled(case, out, ref, notes)
+        data.to_host()
+        return PendingVerdict(self.deliver, data)
+
+    def _sampled(self, case: Case, out: Outputs, ref: Reference, notes: list[str],
+                 messages: list[str] | None = None, phase: str = "") -> CaseData:
         start = time.perf_counter()
         data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
                         notes=([ref.note] if ref.note else []) + notes, phase=phase)
@@ -161,7 +179,7 @@ class BenchChecker(Verifier):
             torch.cuda.empty_cache()
             data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors)
         data.duration_s = time.perf_counter() - start
-        return self.deliver(data)
+        return data
 
     def compare_here(self, case: Case, out: Outputs, ref: Reference) -> CaseResult:
         """The whole outputs compared in this process: a recheck, reported only through `check`."""
@@ -182,6 +200,43 @@ def on_cpu(outputs: Outputs) -> Outputs:
     return Outputs([t.cpu() for t in outputs.tensors], outputs.names)
 
 
+class PendingVerdict:
+    """A case on its way to the judge (packed and sent on a thread); `result()` waits for the verdict."""
+
+    def __init__(self, deliver: Callable[[CaseData], CaseResult], data: CaseData):
+        self._result: CaseResult | None = None
+        self._error: BaseException | None = None
+
+        def hand_over() -> None:
+            try:
+                self._result = deliver(data)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=hand_over, name="bench-check", daemon=True)
+        self._thread.start()
+
+    def result(self) -> CaseResult:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+class Phases:
+    """Wall-clock seconds of a benchmark case's steps, in order (BenchResult.phases): where its time went."""
+
+    def __init__(self, carried: dict[str, float] | None = None):
+        self.seconds: dict[str, float] = dict(carried or {})
+        self._mark = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._mark, 4)
+        self._mark = now
+
+
 class CaseBencher:
     """Checks, times and re-checks one benchmark case after another."""
 
@@ -198,6 +253,8 @@ class CaseBencher:
         self.known_references: dict[str, dict] = context.job.options.get("reference_timings") or {}
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
+        self.carried_phases: dict[str, float] = {}
+        self.wait_for_gpu: Callable[[], None] = getattr(context, "wait_for_gpu", None) or (lambda: None)
 
     def run(self, case: Case) -> None:
         try:
@@ -218,9 +275,16 @@ class CaseBencher:
             torch.cuda.empty_cache()
 
     def _run(self, case: Case) -> None:
+        phases = Phases(self.carried_phases)
+        self.carried_phases = {}
         inputs = self.checker._inputs(case)
         originals = clone_inputs(inputs) if self.inplace else None
+        phases.done("inputs")
         ref = self.checker.reference(inputs, case)
+        phases.done("reference")
+        if self.autotuners:
+            self.wait_for_gpu()  # the autotuner times its configs: alone on the GPU
+            phases.done("waiting for the GPU")
         with AutotuneRecorder(self.autotuners) as recorder:
             try:
                 first = self.checker.call(inputs, case)  # compiles and autotunes: outside every timed region
@@ -231,23 +295,37 @@ class CaseBencher:
                 return
         for report in recorder.reports(case.index):
             self.emit(report)
-        verdict = self.checker.check(case, first, ref, ["benchmark case: checked before timing, and again after it"])
-        if verdict.status != "passed":
-            return  # never time a wrong kernel
-        result = BenchResult(case_index=case.index, label=case.label, dtype=verdict.dtype)
+        phases.done("first call (compile, autotune)")
+        self.wait_for_gpu()  # a benchmark started beside its verification's last workers times once they are gone
+        phases.done("waiting for the GPU")
+        # The judge checks this output while the kernel is timed; a time is posted only once it passed.
+        pending = self.checker.check_soon(case, first, ref, ["benchmark case: checked before timing, and again "
+                                                            "after it"])
+        result = BenchResult(case_index=case.index, label=case.label)
         self._amounts(result, inputs, first)
         del first
+        phases.done("sample for the judge")
 
         def kernel_call() -> Any:
             return self.km.kernel_fn(*inputs)
 
-        measured = measure(kernel_call, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
+        try:
+            measured = measure(kernel_call, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
+        finally:
+            verdict = pending.result()  # a failure is reported before whatever the timing raised
+        phases.done("timing (the judge checking meanwhile)")
+        if verdict.status != "passed":
+            return  # a wrong kernel's time is never posted
+        result.dtype = verdict.dtype
         result.kernel, result.notes = measured.timing, result.notes + measured.notes
         state = gpu_state(device_uuid())
         result.sm_clock_mhz, result.temperature_c = state.sm_clock_mhz, state.temperature_c
         self._recheck(result, case, inputs, originals, ref)
+        phases.done("recheck after timing")
         self._time_baselines(result, case, inputs, originals)
+        phases.done("baselines")
         self._derive(result)
+        result.phases = phases.seconds
         self.emit(result)
 
     def _recheck(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
