@@ -206,9 +206,8 @@ import torch
 from workbench.core.run.compiler_warmup import warm_compiler
 from workbench.core.project.contract import load_kernel
 sys.path.insert(0, os.path.join(os.environ["WORKBENCH_ROOT"], "benchmarks"))
-from scaffolds import inputs_for, label_of, resource_usage
+from scaffolds import inputs_for, label_of, loaded_kernels, resource_usage
 warm_compiler(torch)
-rows = []
 for params in json.loads(sys.argv[2]):
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TRITON_CACHE_DIR"] = cache
@@ -218,10 +217,10 @@ for params in json.loads(sys.argv[2]):
         start = time.perf_counter(); km.kernel_fn(*inputs); torch.cuda.synchronize()
         first = time.perf_counter() - start
         start = time.perf_counter(); km.kernel_fn(*inputs); torch.cuda.synchronize()
-        rows.append({"case": label_of(params), "first_call_s": first, "warm_call_s": time.perf_counter() - start,
-                     "kernels": resource_usage(cache)})
+        row = {"case": label_of(params), "first_call_s": first, "warm_call_s": time.perf_counter() - start,
+               "kernels": resource_usage(cache) or loaded_kernels(km)}
+        print("ROW " + json.dumps(row), flush=True)
         del inputs, km
-print("COLD " + json.dumps(rows))
 """
 
 
@@ -250,14 +249,38 @@ def resource_usage(cache_dir: str) -> list[dict]:
     return found
 
 
-def cold_compile(scaffold: str, cases: list[dict]) -> list[dict]:
+def loaded_kernels(km) -> list[dict]:
+    """Registers, spills and shared memory of every kernel kernel.py's @triton.jit functions loaded, as the
+    driver reported them when Triton loaded each binary (where cuobjdump is not on PATH)."""
+    found = []
+    for value in vars(km.module).values():
+        fn = getattr(value, "fn", value)  # an autotuner or heuristics wraps the JITFunction
+        while hasattr(fn, "fn") and not hasattr(fn, "device_caches"):
+            fn = fn.fn
+        for entry in getattr(fn, "device_caches", {}).values():
+            for kernel in (entry[0].values() if isinstance(entry, tuple) and isinstance(entry[0], dict) else []):
+                meta = getattr(kernel, "metadata", None)
+                found.append({"kernel": getattr(meta, "name", getattr(fn, "__name__", "?")),
+                              "regs": getattr(kernel, "n_regs", None), "stack": None,
+                              "local": getattr(kernel, "n_spills", None), "shared": getattr(meta, "shared", None),
+                              "num_warps": getattr(meta, "num_warps", None),
+                              "num_stages": getattr(meta, "num_stages", None)})
+    return found
+
+
+def cold_compile(scaffold: str, cases: list[dict], timeout: float = 600.0) -> list[dict]:
     env = {**os.environ, "WORKBENCH_ROOT": str(ROOT), "WORKBENCH_CACHE_DIR": tempfile.mkdtemp()}
-    done = subprocess.run([sys.executable, "-c", COLD_CHILD, str(ROOT / "scaffolds" / scaffold / "kernel.py"),
-                           json.dumps(cases)], capture_output=True, text=True, env=env, timeout=600)
-    for line in done.stdout.splitlines():
-        if line.startswith("COLD "):
-            return json.loads(line[5:])
-    return [{"error": (done.stderr or done.stdout)[-500:]}]
+    try:
+        done = subprocess.run([sys.executable, "-c", COLD_CHILD, str(ROOT / "scaffolds" / scaffold / "kernel.py"),
+                               json.dumps(cases)], capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        partial = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rows = [json.loads(line[4:]) for line in partial.splitlines() if line.startswith("ROW ")]
+        return rows + [{"error": f"timed out after {timeout:.0f} s (the time left)"}]
+    rows = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
+    if len(rows) == len(cases):
+        return rows
+    return rows + [{"error": (done.stderr or done.stdout)[-500:]}]
 
 
 # -- Nsight Compute speed-of-light, in a child process under ncu --------------------------------
@@ -359,8 +382,9 @@ def markdown(run: dict) -> str:
                        kern["num_warps"], kern["num_stages"])
                 compiled.setdefault(key, []).append(case["case"])
     if compiled:
-        lines += ["", "Compiled kernels of the cold compiles (cuobjdump; stack and local = bytes per thread "
-                  "spilled to local memory; shared = dynamic shared memory in bytes):", "",
+        lines += ["", "Compiled kernels of the cold compiles (cuobjdump: stack and local = bytes per thread "
+                  "spilled to local memory; without cuobjdump, as the driver reported on loading: local = spills, "
+                  "stack -; shared = dynamic shared memory in bytes):", "",
                   "| scaffold | kernel | regs | stack | local | shared | warps | stages | cases |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for key, cases in compiled.items():
@@ -390,10 +414,22 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(TABLE), help="these scaffolds only")
     parser.add_argument("--ncu", choices=("none", "misses", "all"), default="none")
     parser.add_argument("--no-results", action="store_true", help="leave benchmarks/RESULTS.md alone")
+    parser.add_argument("--budget-s", type=float, default=520.0,
+                        help="start no case and no cold compile past this many seconds; the table says what was left")
+    parser.add_argument("--markdown-from", type=Path, metavar="JSON",
+                        help="write the RESULTS.md section again from an earlier run's scaffolds.json; time nothing")
     parser.add_argument("--ncu-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ncu_child:
         ncu_child(args.ncu_child[0], json.loads(args.ncu_child[1]))
+        return 0
+    if args.markdown_from:
+        run = json.loads(args.markdown_from.read_text())
+        run.setdefault("wall_s", 0.0)
+        section = markdown(run)
+        if not args.no_results:
+            put_section(ROOT / "benchmarks" / "RESULTS.md", section)
+        print(section)
         return 0
     import torch
     import triton
@@ -412,10 +448,11 @@ def main() -> int:
     run = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
            "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "rows": [], "cold": {}, "ncu": {}}
     print(f"{run['gpu']} | torch {run['torch']} | triton {run['triton']}", flush=True)
-    for scaffold in scaffolds:
-        run["cold"][scaffold] = cold_compile(scaffold, TABLE[scaffold])
-        print(f"cold compile {scaffold}: " + ", ".join(f"{c.get('case')} {c.get('first_call_s', float('nan')):.2f} s"
-                                                     for c in run["cold"][scaffold]), flush=True)
+    deadline = started + args.budget_s
+
+    def out_of_time() -> bool:
+        return time.time() > deadline
+
     os.environ["WORKBENCH_CACHE_DIR"] = tempfile.mkdtemp()  # measured afresh, never an old cached value
     config = BenchConfig(**TIMING)
     ceilings, _ = load_or_measure(BenchConfig(), force=True)
@@ -425,21 +462,35 @@ def main() -> int:
     flusher = L2Flusher(torch.cuda.get_device_properties(0).L2_cache_size)
     for scaffold in scaffolds:
         km = load_kernel(ROOT / "scaffolds" / scaffold / "kernel.py")
-        cold = {c.get("case"): c.get("first_call_s") for c in run["cold"][scaffold]}
         for params in TABLE[scaffold]:
-            try:
-                row = bench_case(scaffold, km, params, config, flusher, ceilings)
-            except Exception as exc:  # noqa: BLE001 - one broken case must not sink the table
-                row = {"scaffold": scaffold, "case": label_of(params), "error": f"{type(exc).__name__}: {exc}"}
-                torch.cuda.empty_cache()
-            row["cold_compile_s"] = cold.get(row["case"])
-            if "targets" in row:  # the live loop recompiles on every save: every config's cold compile, at most 3 s
-                seconds = row["cold_compile_s"]
-                row["targets"]["cold compile s"] = {"bar": COMPILE_TARGET_S, "value": seconds, "at_most": True,
-                                                    "met": seconds is not None and seconds <= COMPILE_TARGET_S}
+            if out_of_time():
+                row = {"scaffold": scaffold, "case": label_of(params), "error": f"not run: past --budget-s {args.budget_s:.0f}"}
+            else:
+                try:
+                    row = bench_case(scaffold, km, params, config, flusher, ceilings)
+                except Exception as exc:  # noqa: BLE001 - one broken case must not sink the table
+                    row = {"scaffold": scaffold, "case": label_of(params), "error": f"{type(exc).__name__}: {exc}"}
+                    torch.cuda.empty_cache()
             run["rows"].append(row)
             print(summary_line(row), flush=True)
             (args.out / "scaffolds.json").write_text(json.dumps(run, indent=1, default=str))
+    # Cold compiles last, each scaffold in a fresh process, while time is left: the timings above are the table.
+    for scaffold in scaffolds:
+        left = deadline - time.time()
+        if left < 20:
+            run["cold"][scaffold] = [{"error": f"not run: past --budget-s {args.budget_s:.0f}"}]
+            continue
+        run["cold"][scaffold] = cold_compile(scaffold, TABLE[scaffold], timeout=left)
+        print(f"cold compile {scaffold}: " + ", ".join(f"{c.get('case')} {c.get('first_call_s', float('nan')):.2f} s"
+                                                     for c in run["cold"][scaffold]), flush=True)
+    for row in run["rows"]:
+        cold = {c.get("case"): c.get("first_call_s") for c in run["cold"].get(row["scaffold"], [])}
+        row["cold_compile_s"] = cold.get(row["case"])
+        if "targets" in row:  # the live loop recompiles on every save: every config's cold compile, at most 3 s
+            seconds = row["cold_compile_s"]
+            row["targets"]["cold compile s"] = {"bar": COMPILE_TARGET_S, "value": seconds, "at_most": True,
+                                                "met": seconds is not None and seconds <= COMPILE_TARGET_S}
+    (args.out / "scaffolds.json").write_text(json.dumps(run, indent=1, default=str))
     if args.ncu != "none":
         for row in run["rows"]:
             missed = any(not t["met"] for t in row.get("targets", {}).values())
