@@ -3,6 +3,8 @@
     python3 benchmarks/scaffolds.py --out $OUT                    # the whole table
     python3 benchmarks/scaffolds.py --out $OUT --only rmsnorm gemm  # some scaffolds
     python3 benchmarks/scaffolds.py --out $OUT --ncu misses         # + Nsight Compute on the misses
+    python3 benchmarks/scaffolds.py --out $OUT --ncu-from scaffolds.json --ncu misses  # ncu alone, on a run's misses
+    python3 benchmarks/scaffolds.py --markdown-from scaffolds.json   # the RESULTS.md section again, timing nothing
 
 Every number comes from the workbench's own machinery: the ceilings from `device.load_or_measure`
 (measured afresh: the best of several streaming copies, an 8192³ bf16 matmul), every time from
@@ -19,8 +21,12 @@ have) times each case's first call with an empty Triton cache and a freshly impo
 every autotune config compiled and timed. Its cubins' resource usage (registers, stack, local
 memory = spills) comes from cuobjdump.
 
+Nsight Compute runs once for all the chosen rows (one Python start, one CUDA context): each case warmed
+up, then one call profiled; the launches are told apart by the count of Triton launches each call made.
+
 Writes $OUT/scaffolds.json (every number), $OUT/scaffolds.md (the RESULTS.md section), puts that
-section into benchmarks/RESULTS.md (replacing an earlier one) and copies the file to $OUT.
+section into benchmarks/RESULTS.md (replacing an earlier one, up to the next level-2 heading) and
+copies the file to $OUT. The timings come first, then the cold compiles while --budget-s allows.
 Targets (issue 11) are checked per row and printed last. silu_mul's two cases took 36 s on an
 H100, most of it torch.compile of the reference; the whole table should fit in one 10-minute
 command. It needs torch and triton, not textual (PYTHONPATH=. from the repository root).
@@ -289,47 +295,75 @@ NCU_METRICS = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM)
                "Achieved Occupancy", "Theoretical Occupancy", "Dynamic Shared Memory Per Block")
 
 
-def ncu_child(scaffold: str, params: dict) -> None:
+def ncu_child(cases: list) -> None:
+    """Under ncu: each [scaffold, params] case warmed up, then one call profiled; says on stderr how many
+    Triton launches each profiled call made ("NCU_CASE <n> <launches>"), so the parent can tell them apart."""
     import torch
 
     from workbench.core.project.contract import load_kernel
+    from workbench.core.verify.launches import LaunchCounter
 
-    km = load_kernel(ROOT / "scaffolds" / scaffold / "kernel.py")
-    inputs = inputs_for(km, params)
-    for _ in range(3):
+    counter = LaunchCounter.install()
+    modules = {}
+    for n, (scaffold, params) in enumerate(cases):
+        km = modules.get(scaffold) or modules.setdefault(scaffold, load_kernel(ROOT / "scaffolds" / scaffold / "kernel.py"))
+        inputs = inputs_for(km, params)
+        for _ in range(3):
+            km.kernel_fn(*inputs)
+        torch.cuda.synchronize()
+        counter.reset()
+        torch.cuda.profiler.start()
         km.kernel_fn(*inputs)
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    km.kernel_fn(*inputs)
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        print(f"NCU_CASE {n} {counter.count}", file=sys.stderr, flush=True)
+        del inputs
+        torch.cuda.empty_cache()
 
 
-def speed_of_light(scaffold: str, params: dict) -> list[dict]:
-    """Per launch of one profiled call: ncu's SpeedOfLight, LaunchStats and Occupancy figures."""
+def speed_of_light(cases: list, timeout: float = 300.0) -> list[list[dict]]:
+    """Per case ([scaffold, params]), per launch of its one profiled call: ncu's SpeedOfLight, LaunchStats
+    and Occupancy figures. One ncu session for all of them (one Python start, one CUDA context)."""
     import csv
     import shutil
 
     ncu = shutil.which("ncu")
     if ncu is None:
-        return [{"error": "ncu is not on PATH"}]
+        return [[{"error": "ncu is not on PATH"}] for _ in cases]
     command = [ncu, "--clock-control", "none", "--cache-control", "all", "--profile-from-start", "off",
                "--section", "SpeedOfLight", "--section", "LaunchStats", "--section", "Occupancy", "--csv",
-               sys.executable, __file__, "--ncu-child", scaffold, json.dumps(params)]
+               sys.executable, __file__, "--ncu-child", json.dumps(cases)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     except subprocess.TimeoutExpired:
-        return [{"error": "ncu timed out"}]
+        return [[{"error": f"ncu timed out after {timeout:.0f} s"}] for _ in cases]
     launches: dict[str, dict] = {}
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith('"')]
     for rec in csv.DictReader(lines):
         if rec.get("Metric Name") in NCU_METRICS:
             key = f"{rec.get('ID')} {rec.get('Kernel Name', '')[:60]}"
             launches.setdefault(key, {})[rec["Metric Name"]] = f"{rec['Metric Value']} {rec.get('Metric Unit', '')}"
-    if not launches:
-        return [{"error": f"ncu exited {done.returncode}: {(done.stderr or done.stdout)[-300:]}"}]
-    return [{"launch": key, **values} for key, values in launches.items()]
+    counts = [int(c) for _, c in re.findall(r"NCU_CASE (\d+) (\d+)", done.stderr)]
+    if not launches or len(counts) != len(cases) or sum(counts) != len(launches):
+        error = {"error": f"ncu exited {done.returncode}, {len(launches)} launches for {counts} per case: "
+                          f"{(done.stderr or done.stdout)[-300:]}"}
+        return [[error] for _ in cases]
+    ordered = sorted(launches.items(), key=lambda item: int(item[0].split()[0]))
+    per_case, at = [], 0
+    for count in counts:
+        per_case.append([{"launch": key, **values} for key, values in ordered[at:at + count]])
+        at += count
+    return per_case
+
+
+def ncu_misses(run: dict, which: str, timeout: float = 300.0) -> None:
+    """Nsight Compute on the rows that missed a target (or on every row), into run["ncu"]."""
+    chosen = [r for r in run["rows"] if "kernel" in r and r["kernel"] is not None and
+              (which == "all" or any(not t["met"] for t in r.get("targets", {}).values()))]
+    cases = [[r["scaffold"], next(p for p in TABLE[r["scaffold"]] if label_of(p) == r["case"])] for r in chosen]
+    for row, launches in zip(chosen, speed_of_light(cases, timeout)):
+        run["ncu"][f"{row['scaffold']} {row['case']}"] = launches
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -418,10 +452,21 @@ def main() -> int:
                         help="start no case and no cold compile past this many seconds; the table says what was left")
     parser.add_argument("--markdown-from", type=Path, metavar="JSON",
                         help="write the RESULTS.md section again from an earlier run's scaffolds.json; time nothing")
-    parser.add_argument("--ncu-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--ncu-from", type=Path, metavar="JSON",
+                        help="Nsight Compute only (--ncu misses or all), on the rows of an earlier run's scaffolds.json; "
+                             "writes the run with its ncu figures to --out")
+    parser.add_argument("--ncu-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ncu_child:
-        ncu_child(args.ncu_child[0], json.loads(args.ncu_child[1]))
+        ncu_child(json.loads(args.ncu_child))
+        return 0
+    if args.ncu_from:
+        run = json.loads(args.ncu_from.read_text())
+        run["ncu"] = {}
+        ncu_misses(run, "all" if args.ncu == "all" else "misses", args.budget_s)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "scaffolds.json").write_text(json.dumps(run, indent=1, default=str))
+        print(markdown({**run, "wall_s": run.get("wall_s", 0.0)}).split("Nsight Compute", 1)[-1])
         return 0
     if args.markdown_from:
         run = json.loads(args.markdown_from.read_text())
@@ -492,11 +537,7 @@ def main() -> int:
                                                 "met": seconds is not None and seconds <= COMPILE_TARGET_S}
     (args.out / "scaffolds.json").write_text(json.dumps(run, indent=1, default=str))
     if args.ncu != "none":
-        for row in run["rows"]:
-            missed = any(not t["met"] for t in row.get("targets", {}).values())
-            if args.ncu == "all" or missed:
-                params = next(p for p in TABLE[row["scaffold"]] if label_of(p) == row["case"])
-                run["ncu"][f"{row['scaffold']} {row['case']}"] = speed_of_light(row["scaffold"], params)
+        ncu_misses(run, args.ncu, max(60.0, deadline + 120 - time.time()))
     run["wall_s"] = time.time() - started
     (args.out / "scaffolds.json").write_text(json.dumps(run, indent=1, default=str))
     section = markdown(run)
