@@ -8,10 +8,11 @@ bytes in flight on every SM. Statistics are fp32. Two kernels, by row width:
   too few bytes in flight.
 - Wider rows: rmsnorm_wide_kernel streams the row twice in column tiles (sum of squares, then
   normalise), one program per row, its second read mostly served from L2.
-Limits: with few wide rows (1024 x 65536 bf16 on an H100: 1024 programs of 32 warps, one per
-SM at a time) the wide kernel keeps one 16 KiB tile in flight per SM and reads no DRAM while it
-normalises: about 80% of the copy ceiling, where a copy of the same bytes reaches 93%. Splitting
-each row over several programs is the way past that; it is not done here.
+Limits: with few wide rows (1024 x 65536 bf16 on an H100: 1024 programs of 32 warps, two per SM)
+the second pass finds only part of its row still in L2 (264 rows of 128 KiB in flight against a
+50 MB L2): Nsight Compute counts 1.17x the tensor's bytes crossing DRAM, and the kernel runs at 77%
+of the copy ceiling, 0.83x a copy of the same bytes. Splitting each row over several programs (each
+element read once) is the way past that; it is not done here (benchmarks/RESULTS.md section 7).
 Dtypes: float32, float16, bfloat16; x and weight share a dtype. x must be contiguous.
 """
 

@@ -8,10 +8,11 @@ read once and y written once, so speed is bytes in flight on every SM. Two kerne
 - Wider rows: layernorm_wide_kernel streams the row twice in column tiles, one program per
   row: the first pass merges per-tile mean and sum of squared deviations (Chan's parallel
   update, no E[x^2] - E[x]^2 cancellation), the second normalises, mostly from L2.
-Limits: with few wide rows (1024 x 65536 bf16 on an H100: 1024 programs, a few per SM) the
-wide kernel has little in flight per SM and reads no DRAM while it normalises: under 80% of the
-copy ceiling, where a copy of the same bytes reaches 93%. Splitting each row over several
-programs is the way past that; it is not done here.
+Limits: with few wide rows (1024 x 65536 bf16 on an H100: 1024 programs of 16 warps, 56
+registers, so 50% occupancy) the wide kernel has few bytes in flight per SM and its second pass
+finds only part of its row in L2: 74% of the copy ceiling, 0.80x a copy of the same bytes (DRAM at
+76% of peak by Nsight Compute). Splitting each row over several programs (each element read once)
+is the way past that; it is not done here (benchmarks/RESULTS.md section 7).
 Dtypes: float32, float16, bfloat16; x, weight and bias share a dtype. x must be contiguous.
 """
 
