@@ -140,6 +140,7 @@ def main() -> int:
     from workbench.core.project.contract import load_kernel
     from workbench.core.timing.compilewatch import CompileWatch
     from workbench.core.timing.copy_kernels import triton_copy
+    from workbench.core.timing.device import l2_cache_bytes
     from workbench.core.timing.timers import L2Flusher, measure
 
     failures = [r for r in check("cuda") if not r[2] < 1e-2]
@@ -148,7 +149,7 @@ def main() -> int:
         return 1
     scaffold = load_kernel(ROOT / "scaffolds" / "rmsnorm" / "kernel.py")
     config, watch = BenchConfig(warmup_ms=100, rep_ms=500), CompileWatch()
-    flusher = L2Flusher(torch.cuda.get_device_properties(0).L2_cache_size)
+    flusher = L2Flusher(l2_cache_bytes())
     table = []
     for n_rows, n_cols in SHAPES:
         x, w = scaffold.get_inputs(rows=n_rows, cols=n_cols)

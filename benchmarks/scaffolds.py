@@ -212,7 +212,7 @@ import torch
 from workbench.core.run.compiler_warmup import warm_compiler
 from workbench.core.project.contract import load_kernel
 sys.path.insert(0, os.path.join(os.environ["WORKBENCH_ROOT"], "benchmarks"))
-from scaffolds import inputs_for, label_of, loaded_kernels, resource_usage
+from scaffolds import inputs_for, label_of, resource_usage
 warm_compiler(torch)
 for params in json.loads(sys.argv[2]):
     with tempfile.TemporaryDirectory() as cache:
@@ -224,7 +224,7 @@ for params in json.loads(sys.argv[2]):
         first = time.perf_counter() - start
         start = time.perf_counter(); km.kernel_fn(*inputs); torch.cuda.synchronize()
         row = {"case": label_of(params), "first_call_s": first, "warm_call_s": time.perf_counter() - start,
-               "kernels": resource_usage(cache) or loaded_kernels(km)}
+               "kernels": resource_usage(cache)}
         print("ROW " + json.dumps(row), flush=True)
         del inputs, km
 """
@@ -252,25 +252,6 @@ def resource_usage(cache_dir: str) -> list[dict]:
             found.append({"kernel": name, "regs": int(fields.get("REG", 0)), "stack": int(fields.get("STACK", 0)),
                           "local": int(fields.get("LOCAL", 0)), "shared": meta.get("shared"),
                           "num_warps": meta.get("num_warps"), "num_stages": meta.get("num_stages")})
-    return found
-
-
-def loaded_kernels(km) -> list[dict]:
-    """Registers, spills and shared memory of every kernel kernel.py's @triton.jit functions loaded, as the
-    driver reported them when Triton loaded each binary (where cuobjdump is not on PATH)."""
-    found = []
-    for value in vars(km.module).values():
-        fn = getattr(value, "fn", value)  # an autotuner or heuristics wraps the JITFunction
-        while hasattr(fn, "fn") and not hasattr(fn, "device_caches"):
-            fn = fn.fn
-        for entry in getattr(fn, "device_caches", {}).values():
-            for kernel in (entry[0].values() if isinstance(entry, tuple) and isinstance(entry[0], dict) else []):
-                meta = getattr(kernel, "metadata", None)
-                found.append({"kernel": getattr(meta, "name", getattr(fn, "__name__", "?")),
-                              "regs": getattr(kernel, "n_regs", None), "stack": None,
-                              "local": getattr(kernel, "n_spills", None), "shared": getattr(meta, "shared", None),
-                              "num_warps": getattr(meta, "num_warps", None),
-                              "num_stages": getattr(meta, "num_stages", None)})
     return found
 
 
@@ -416,9 +397,8 @@ def markdown(run: dict) -> str:
                        kern["num_warps"], kern["num_stages"])
                 compiled.setdefault(key, []).append(case["case"])
     if compiled:
-        lines += ["", "Compiled kernels of the cold compiles (cuobjdump: stack and local = bytes per thread "
-                  "spilled to local memory; without cuobjdump, as the driver reported on loading: local = spills, "
-                  "stack -; shared = dynamic shared memory in bytes):", "",
+        lines += ["", "Compiled kernels of the cold compiles (cuobjdump; stack and local = bytes per thread "
+                  "spilled to local memory; shared = dynamic shared memory in bytes):", "",
                   "| scaffold | kernel | regs | stack | local | shared | warps | stages | cases |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for key, cases in compiled.items():
@@ -481,7 +461,7 @@ def main() -> int:
 
     from workbench.core.project.config import BenchConfig
     from workbench.core.project.contract import load_kernel
-    from workbench.core.timing.device import load_or_measure
+    from workbench.core.timing.device import l2_cache_bytes, load_or_measure
     from workbench.core.timing.timers import L2Flusher
 
     if not torch.cuda.is_available():
@@ -504,7 +484,7 @@ def main() -> int:
     run["ceilings"] = vars(ceilings)
     print(f"ceilings: copy {ceilings.copy_gbps} GB/s by {ceilings.copy_method}; matmul {ceilings.matmul_tflops}",
           flush=True)
-    flusher = L2Flusher(torch.cuda.get_device_properties(0).L2_cache_size)
+    flusher = L2Flusher(l2_cache_bytes())
     for scaffold in scaffolds:
         km = load_kernel(ROOT / "scaffolds" / scaffold / "kernel.py")
         for params in TABLE[scaffold]:

@@ -127,6 +127,7 @@ def test_gpu_state_without_nvml_or_nvidia_smi(monkeypatch):
 
 
 def test_nvml_comes_up_once_per_process_and_reads_the_clocks_each_time(monkeypatch):
+    import functools
     import types
 
     calls = {"init": 0, "clock": 0}
@@ -138,7 +139,8 @@ def test_nvml_comes_up_once_per_process_and_reads_the_clocks_each_time(monkeypat
         nvmlDeviceGetClockInfo=lambda handle, which: calls.__setitem__("clock", calls["clock"] + 1) or 1980 - which,
         nvmlDeviceGetTemperature=lambda handle, which: 41)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setattr(device, "_nvml", None)
+    # a fresh once-per-process cache for this test (the real one is put back after it)
+    monkeypatch.setattr(device, "_nvml_module", functools.cache(device._nvml_module.__wrapped__))
     states = [device.gpu_state("GPU-1234") for _ in range(3)]
     assert calls["init"] == 1 and calls["clock"] == 6
     assert (states[-1].sm_clock_mhz, states[-1].mem_clock_mhz, states[-1].temperature_c, states[-1].driver) == \

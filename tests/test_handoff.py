@@ -240,9 +240,9 @@ def test_events_emitted_while_a_case_is_on_its_way_never_cut_into_its_frame():
 
     judge = threading.Thread(target=judge_side)
     judge.start()
-    from workbench.core.timing.bench import PendingVerdict
+    from workbench.core.timing.bench import hand_over
 
-    pending = PendingVerdict(link.judge, data)
+    pending = hand_over(link.judge, data)
     for n in range(40):
         link.emit(StageChanged(stage="benchmarking", detail=f"event {n}"))
     assert pending.result().status == "passed"
@@ -253,13 +253,13 @@ def test_events_emitted_while_a_case_is_on_its_way_never_cut_into_its_frame():
 
 
 def test_a_pending_verdict_raises_what_the_hand_over_raised():
-    from workbench.core.timing.bench import PendingVerdict
+    from workbench.core.timing.bench import hand_over
 
     def gone(data):
         raise SystemExit(76)
 
     with pytest.raises(SystemExit):
-        PendingVerdict(gone, CaseData(case_index=0, label="x")).result()
+        hand_over(gone, CaseData(case_index=0, label="x")).result()
 
 
 def test_phases_add_up_in_order_and_carry_the_set_up():

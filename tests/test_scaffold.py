@@ -129,3 +129,16 @@ def test_shipped_example_projects_verify_green(cli):
     assert [p.name for p in shipped] == ["matmul", "rmsnorm", "softmax"]
     code, out, err = cli("verify", *shipped, "--json")
     assert code == 0, [(p["project"], p["problems"]) for p in json.loads(out)["projects"]]
+
+
+def test_shipped_example_projects_are_what_workbench_new_makes(catalog):
+    """projects/ holds `workbench new <name>` output: a scaffold's change must reach its shipped copy too."""
+    from pathlib import Path
+
+    from workbench.core.project.scaffold import render
+
+    projects = Path(__file__).resolve().parents[1] / "projects"
+    for folder in sorted(p for p in projects.iterdir() if (p / "kernel.py").is_file()):
+        made = render(catalog.choose(folder.name, None), folder.name)
+        shipped = {name: (folder / name).read_text(encoding="utf-8") for name in made}
+        assert shipped == made, f"projects/{folder.name} differs from `workbench new {folder.name}`"

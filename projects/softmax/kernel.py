@@ -8,11 +8,12 @@ flight on every SM. The math is fp32. Two kernels, by row width:
   too few bytes in flight.
 - Wider rows (a vocabulary): softmax_wide_kernel streams the row twice in column tiles, one
   program per row: an online pass keeps a running max and a running sum rescaled whenever the
-  max grows, then a second pass, mostly served from L2, writes exp(x - max) / sum.
-Limits: with few wide rows (1024 x 131072 bf16 on an H100: 1024 programs of 32 warps, one per
-SM at a time) the wide kernel keeps one 16 KiB tile in flight per SM and reads no DRAM while it
-writes: about 70% of the copy ceiling, where a copy of the same bytes reaches 95%. Splitting
-each row over several programs is the way past that; it is not done here.
+  max grows, then a second pass, partly served from L2, writes exp(x - max) / sum.
+Limits: with few wide rows (1024 x 131072 bf16 on an H100: 1024 programs of 32 warps, two per
+SM) each 256 KiB row is read twice (maximum and sum online, then the write pass), and 264 rows in
+flight are 67 MB against a 50 MB L2: Nsight Compute counts 1.36x the tensor's bytes crossing DRAM,
+and the kernel runs at 70% of the copy ceiling, 0.73x a copy of the same bytes. Splitting each row
+over several programs is the way past that; it is not done here (benchmarks/RESULTS.md section 7).
 Dtypes: float32, float16, bfloat16. x must be contiguous. A row of all -inf gives NaN, as in
 PyTorch.
 """

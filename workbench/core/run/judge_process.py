@@ -45,33 +45,34 @@ class JudgeLink:
         # A benchmark hands a case over on a thread while the main thread emits: one frame at a time.
         self._writing = threading.Lock()
 
-    def emit(self, event: Any) -> None:
-        payload = event.to_json().encode()
+    def _send(self, kind: bytes, payload: bytes) -> None:
         with self._writing:
-            write_frame(self.frames_fd, EVENT, payload)
+            write_frame(self.frames_fd, kind, payload)
+
+    def _ask(self, kind: bytes, payload: bytes) -> str:
+        """Send a frame and return the judge's answer, the next line (one question at a time)."""
+        self._send(kind, payload)
+        line = self._replies.readline()
+        if not line:
+            raise SystemExit(EXIT_JUDGE_GONE)
+        return line
+
+    def emit(self, event: Any) -> None:
+        self._send(EVENT, event.to_json().encode())
 
     def read_job(self) -> str:
         return self._replies.readline()
 
     def judge(self, data: CaseData) -> CaseResult:
-        """The judge's verdict on one case. One case at a time: its reply is the next line."""
-        payload = data.pack()
-        with self._writing:
-            write_frame(self.frames_fd, CASE, payload)
-        line = self._replies.readline()
-        if not line:
-            raise SystemExit(EXIT_JUDGE_GONE)
-        result = event_from_json(line)
+        """The judge's verdict on one case."""
+        result = event_from_json(self._ask(CASE, data.pack()))
         assert isinstance(result, CaseResult)
         return result
 
     def wait_for_gate(self) -> None:
         """Block until the parent says the GPU is this worker's alone (a GATE frame; see verify/handoff.py).
-        Never while a case is with the judge: both answers come as the next line."""
-        with self._writing:
-            write_frame(self.frames_fd, GATE, b"")
-        if not self._replies.readline():
-            raise SystemExit(EXIT_JUDGE_GONE)
+        Never while a case is with the judge."""
+        self._ask(GATE, b"")
 
 
 EXIT_JUDGE_GONE = 76

@@ -14,6 +14,7 @@ context (the parent resumes the remaining cases in a fresh worker).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -156,7 +157,8 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         tally.add(result)
         return result
 
-    wait_for_gpu = once(gate) if gate is not None and job.options.get("gpu_gate") else (lambda: None)
+    # functools.cache: the gate is waited for once; later calls return at once.
+    wait_for_gpu = functools.cache(gate) if gate is not None and job.options.get("gpu_gate") else (lambda: None)
     if not job.kernel_path:  # a device-only job (`doctor --measure`): no kernel.py to import
         try:
             config = ProjectConfig.from_dict(job.config)
@@ -186,18 +188,6 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
                                   tally=tally, judge=judge_counted if judge is not None else None,
                                   wait_for_gpu=wait_for_gpu))
-
-
-def once(fn: Callable[[], None]) -> Callable[[], None]:
-    """fn, called on the first call only."""
-    done: list[bool] = []
-
-    def call() -> None:
-        if not done:
-            done.append(True)
-            fn()
-
-    return call
 
 
 def _run_stages(context: JobContext) -> int:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
-import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import torch
@@ -139,10 +139,9 @@ def bench_stage(context: Any) -> None:
     flusher = L2Flusher(facts.l2_bytes, context.config.bench.l2_flush)
     bencher = CaseBencher(context, facts, flusher)
     set_up.done("flush buffer, autotuners, compile watch")
-    bencher.carried_phases = set_up.seconds  # the first case's result shows the stage's set-up too
     for n, case in enumerate(cases, 1):
         emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases), case_index=case.index))
-        bencher.run(case)
+        bencher.run(case, set_up.seconds if n == 1 else None)  # the first case's result shows the set-up too
 
 
 class BenchChecker(Verifier):
@@ -161,12 +160,12 @@ class BenchChecker(Verifier):
         `phase`: "after timing" for the recheck (a second result for the case, never merged with the first)."""
         return self.deliver(self._sampled(case, out, ref, notes, messages, phase))
 
-    def check_soon(self, case: Case, out: Outputs, ref: Reference, notes: list[str]) -> "PendingVerdict":
+    def check_soon(self, case: Case, out: Outputs, ref: Reference, notes: list[str]) -> "Future[CaseResult]":
         """`check`, with the judge's work done while this process goes on: the sample is drawn and copied
         to the host here and now (nothing moves on the GPU later), then handed over on a thread."""
         data = self._sampled(case, out, ref, notes)
         data.to_host()
-        return PendingVerdict(self.deliver, data)
+        return hand_over(self.deliver, data)
 
     def _sampled(self, case: Case, out: Outputs, ref: Reference, notes: list[str],
                  messages: list[str] | None = None, phase: str = "") -> CaseData:
@@ -200,28 +199,13 @@ def on_cpu(outputs: Outputs) -> Outputs:
     return Outputs([t.cpu() for t in outputs.tensors], outputs.names)
 
 
-class PendingVerdict:
-    """A case on its way to the judge (packed and sent on a thread); `result()` waits for the verdict."""
+# The judge's check of a benchmark case runs here while the kernel is timed (one case at a time).
+_CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-check")
 
-    def __init__(self, deliver: Callable[[CaseData], CaseResult], data: CaseData):
-        self._result: CaseResult | None = None
-        self._error: BaseException | None = None
 
-        def hand_over() -> None:
-            try:
-                self._result = deliver(data)
-            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                self._error = exc
-
-        self._thread = threading.Thread(target=hand_over, name="bench-check", daemon=True)
-        self._thread.start()
-
-    def result(self) -> CaseResult:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
+def hand_over(deliver: Callable[[CaseData], CaseResult], data: CaseData) -> "Future[CaseResult]":
+    """`deliver(data)` on the check thread; the future's result() waits for the verdict (or raises what it raised)."""
+    return _CHECKS.submit(deliver, data)
 
 
 class Phases:
@@ -247,18 +231,18 @@ class CaseBencher:
         self.emit: Callable[[Any], None] = context.emit
         self.facts, self.flusher = facts, flusher
         self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins,
-                                    getattr(context, "judge", None))
+                                    context.judge)
         self.live = bool(context.job.options.get("live"))
         # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
         self.known_references: dict[str, dict] = context.job.options.get("reference_timings") or {}
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
-        self.carried_phases: dict[str, float] = {}
-        self.wait_for_gpu: Callable[[], None] = getattr(context, "wait_for_gpu", None) or (lambda: None)
+        self.wait_for_gpu: Callable[[], None] = context.wait_for_gpu
 
-    def run(self, case: Case) -> None:
+    def run(self, case: Case, set_up: dict[str, float] | None = None) -> None:
+        """Benchmark one case; `set_up`: the stage's own steps, shown in this case's phases."""
         try:
-            self._run(case)
+            self._run(case, set_up)
         except (RunAborted, ContextPoisoned):
             raise
         except GraphCaptureBroke as exc:
@@ -274,9 +258,8 @@ class CaseBencher:
         finally:
             torch.cuda.empty_cache()
 
-    def _run(self, case: Case) -> None:
-        phases = Phases(self.carried_phases)
-        self.carried_phases = {}
+    def _run(self, case: Case, set_up: dict[str, float] | None) -> None:
+        phases = Phases(set_up)
         inputs = self.checker._inputs(case)
         originals = clone_inputs(inputs) if self.inplace else None
         phases.done("inputs")

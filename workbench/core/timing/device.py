@@ -17,6 +17,7 @@ The cache half of this module is pure Python (the parent reads it for `doctor`);
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -128,21 +129,16 @@ def gpu_state(uuid: str = "") -> GpuState:
     return state if state is not None else _nvidia_smi_state(uuid)
 
 
-_nvml: Any = None  # the pynvml module once NVML is up in this process; False: not available here
-
-
+@functools.cache
 def _nvml_module() -> Any:
     """pynvml, initialised once per process (each benchmark case reads the clocks), or None."""
-    global _nvml
-    if _nvml is None:
-        try:
-            import pynvml
+    try:
+        import pynvml
 
-            pynvml.nvmlInit()
-            _nvml = pynvml
-        except Exception:  # noqa: BLE001 - not installed, NVML missing or refused: nvidia-smi is tried instead
-            _nvml = False
-    return _nvml or None
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # noqa: BLE001 - not installed, NVML missing or refused: nvidia-smi is tried instead
+        return None
 
 
 def _nvml_state(uuid: str) -> GpuState | None:
