@@ -151,3 +151,68 @@ def test_graph_replay_for_short_calls_and_small_footprints():
     assert graph_reason(timing(2 * WRITEBACK_BELOW_MS), config, h100, small) == ""  # write-back is noise
     assert graph_reason(timing(0.027), config, h100, None) == ""  # bytes unknown
     assert graph_reason(timing(0.027), config, SimpleNamespace(l2_bytes=None), small) == ""  # L2 unknown
+
+
+class FakeTimers:
+    """timers.measure's GPU steps replaced by recorders: which series it asks for, and what it posts."""
+
+    def __init__(self, monkeypatch, call_ms, syncs="", graph_fails=False):
+        from workbench.core.timing import timers
+
+        self.series = []  # "brief" or "full", in order
+        monkeypatch.setattr(timers, "estimate_ms", lambda fn, flush: call_ms + 0.03)  # flush + call
+        monkeypatch.setattr(timers, "host_sync", lambda fn: syncs)
+
+        def events(fn, config, flush=None, watch=None, brief=False):
+            self.series.append("brief" if brief else "full")
+            return [call_ms] * (config.min_samples if brief else 500)
+
+        def graph(fn, config, flush, watch=None):
+            if graph_fails:
+                raise RuntimeError("operation not permitted when stream is capturing")
+            return [call_ms * 1.1] * config.min_samples, 40
+
+        monkeypatch.setattr(timers, "time_with_events", events)
+        monkeypatch.setattr(timers, "time_with_graph", graph)
+        monkeypatch.setattr(timers, "recover_from_failed_capture", lambda: None)
+
+    def measure(self, footprint):
+        from types import SimpleNamespace
+
+        from workbench.core.project.config import BenchConfig
+        from workbench.core.timing.timers import measure
+
+        watch = SimpleNamespace(compiled=0, witness="", proof="no compile seen")
+        flusher = SimpleNamespace(l2_bytes=50 << 20, label="L2 flushed")
+        return measure(lambda: None, BenchConfig(), flusher, watch, "kernel", footprint)
+
+
+def test_a_call_bound_for_graph_replay_by_its_footprint_gets_a_brief_per_call_series(monkeypatch):
+    timers = FakeTimers(monkeypatch, call_ms=0.027)
+    measured = timers.measure(footprint=64 << 20)
+    assert timers.series == ["brief"]
+    assert measured.timing.method.startswith("cuda graph") and measured.timing.median_ms == pytest.approx(0.0297)
+    assert measured.per_call.samples == 30
+    assert any("per-call events gave 27.0 µs (30 calls)" in n for n in measured.notes), measured.notes
+
+
+def test_per_call_events_posted_after_a_brief_series_come_from_a_full_one(monkeypatch):
+    """A brief series is never posted: when graph replay is impossible the call is timed again in full."""
+    for kwargs, why in (({"syncs": "torch.Tensor.item"}, "synchronizes with the host"),
+                        ({"graph_fails": True}, "CUDA-graph capture failed")):
+        timers = FakeTimers(monkeypatch, call_ms=0.027, **kwargs)
+        measured = timers.measure(footprint=64 << 20)
+        assert timers.series == ["brief", "full"]
+        assert measured.timing.method.startswith("cuda events") and measured.timing.samples == 500
+        assert any(why in n and "per-call events kept" in n for n in measured.notes), measured.notes
+
+
+def test_calls_not_bound_for_graph_replay_by_footprint_get_the_full_series(monkeypatch):
+    for footprint, call_ms, method in ((None, 0.027, "cuda events"),  # bytes unknown
+                                       (4 << 30, 1.5, "cuda events"),  # 4 GiB: over 16 L2s
+                                       (64 << 20, 3.0, "cuda events"),  # too long for the write-back to matter
+                                       (None, 0.010, "cuda graph")):  # under 20 µs: decided by the series
+        timers = FakeTimers(monkeypatch, call_ms=call_ms)
+        measured = timers.measure(footprint)
+        assert timers.series == ["full"], (footprint, call_ms)
+        assert measured.timing.method.startswith(method)

@@ -15,6 +15,9 @@ output is still to be written back, and the next call pays for it. For a call mo
 of data that is a real share of its time (H100, 64 MiB copied: 22 µs by events, 28 µs with the
 write-back), enough to put a kernel "above" the copy ceiling. So calls moving under
 WRITEBACK_L2S L2s are timed by graph replay, which counts the write-back, as short calls are.
+Such a call is known to need graph replay before it is timed at all (its footprint, and one
+flush + call under WRITEBACK_BELOW_MS), so its per-call series is a brief one (`min_samples`):
+it is shown beside the graph's figure, never posted, unless graph replay turns out impossible.
 """
 
 from __future__ import annotations
@@ -101,13 +104,14 @@ def estimate_ms(fn: Callable[[], Any], flush: Callable[[], None]) -> float:
 
 
 def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable[[], None] = _no_flush,
-                     watch: CompileWatch | None = None) -> list[float]:
+                     watch: CompileWatch | None = None, brief: bool = False) -> list[float]:
     """Milliseconds per call, one CUDA event pair around each call, the flush outside the pair.
 
     The host must stay ahead of the GPU, or the start event fires while the call is still
     being launched and the launch lands in the sample. When the host's share of an iteration
     (flush, events, the Python launcher) outlasts the GPU's, a GPU-side spin before each
     start event pads the GPU's share, so every call is queued before its start event fires.
+    `brief`: `min_samples` samples, not `rep_ms` of them (a series shown beside a graph replay's).
     """
     per_iteration = estimate_ms(fn, flush)
     pad = LaunchPad.for_iteration(fn, flush, per_iteration)
@@ -116,7 +120,7 @@ def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable
         flush()
         pad()
         fn()
-    n = _clamp(config.rep_ms / per_iteration, config.min_samples, config.max_samples)
+    n = config.min_samples if brief else _clamp(config.rep_ms / per_iteration, config.min_samples, config.max_samples)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     # Recorded on this stream, named once: Event.record() with no stream builds a Stream object per
@@ -254,9 +258,13 @@ def graph_reason(timing: Timing, config: BenchConfig, flusher: L2Flusher, footpr
     """Why this call is timed by graph replay rather than per-call events ("" when it is not)."""
     if timing.median_ms * 1e3 < config.cuda_graph_below_us:
         return f"under {config.cuda_graph_below_us:g} µs"
+    return writeback_reason(timing.median_ms, flusher, footprint_bytes)
+
+
+def writeback_reason(call_ms: float, flusher: L2Flusher, footprint_bytes: int | None) -> str:
+    """Graph replay for a call whose footprint is a few L2s: its write-back is a share of its time."""
     l2_bytes = flusher.l2_bytes
-    if footprint_bytes and l2_bytes and footprint_bytes < WRITEBACK_L2S * l2_bytes \
-            and timing.median_ms < WRITEBACK_BELOW_MS:
+    if footprint_bytes and l2_bytes and footprint_bytes < WRITEBACK_L2S * l2_bytes and call_ms < WRITEBACK_BELOW_MS:
         return (f"moves {footprint_bytes / MIB:.0f} MiB, under {WRITEBACK_L2S} L2s: writing back what it leaves "
                 f"in L2 is a share of its time")
     return ""
@@ -271,42 +279,52 @@ def measure(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watc
     and if it compiles again (a specialization that changes every call) it posts no time.
     """
     notes: list[str] = []
-    samples: list[float] | None = None
-    for attempt in (1, 2):
-        samples = time_with_events(fn, config, flusher, watch)
-        if not watch.compiled:
-            break
-        notes.append(f"{what}: {watch.compiled} Triton compilation(s) inside the timed region "
-                     f"(seen by {watch.witness}); series discarded" + ("" if attempt == 2 else ", timed again"))
-        samples = None
-    if samples is None:
+    # Graph replay is certain from the footprint when one flush + call is already short enough:
+    # the per-call series is then only shown beside the graph's, and a brief one does.
+    brief = bool(writeback_reason(estimate_ms(fn, flusher), flusher, footprint_bytes))
+    timing = _events_series(fn, config, flusher, watch, what, notes, brief)
+    if timing is None:
         return Measurement(None, notes + [f"{what}: compiles on every call, so it has no steady-state time"])
-    proof = watch.proof
-    timing = summarize(samples, f"cuda events per call, {flusher.label}; {proof}")
     reason = graph_reason(timing, config, flusher, footprint_bytes)
+
+    def per_call_kept(why: str) -> Measurement:
+        """Graph replay is not to be: per-call events are posted, from a full series."""
+        notes.append(f"{what}: {why}; per-call events kept")
+        kept = _events_series(fn, config, flusher, watch, what, notes) if brief else timing
+        if kept is None:
+            return Measurement(None, notes + [f"{what}: compiles on every call, so it has no steady-state time"])
+        return Measurement(kept, notes)
+
     if not reason:
-        return Measurement(timing, notes)
+        return per_call_kept("it proved too long for graph replay") if brief else Measurement(timing, notes)
     why_not = host_sync(fn)
     if why_not:
-        notes.append(f"{what}: {reason} but not timed by CUDA-graph replay: it "
-                     f"synchronizes with the host ({why_not}); per-call events kept")
-        return Measurement(timing, notes)
+        return per_call_kept(f"{reason} but not timed by CUDA-graph replay: it synchronizes with the host "
+                             f"({why_not})")
     try:
         graph_samples, calls = time_with_graph(fn, config, flusher, watch)
     except Exception as exc:  # noqa: BLE001 - something else a graph cannot hold; per-call events stand
         recover_from_failed_capture()
-        notes.append(f"{what}: CUDA-graph capture failed ({type(exc).__name__}: {first_line(exc)}); "
-                     "per-call events kept")
-        return Measurement(timing, notes)
+        return per_call_kept(f"CUDA-graph capture failed ({type(exc).__name__}: {first_line(exc)})")
     if watch.compiled:
-        notes.append(f"{what}: a compilation inside the graph-timed region; per-call events kept")
-        return Measurement(timing, notes)
+        return per_call_kept("a compilation inside the graph-timed region")
     graph_timing = summarize(graph_samples, f"cuda graph replay of {calls} × (flush + call), flush-only replay "
                                             f"subtracted (so it includes writing the call's output back from L2); "
-                                            f"{flusher.label}; {proof}")
+                                            f"{flusher.label}; {watch.proof}")
     if graph_timing.median_ms <= 0:
-        notes.append(f"{what}: too short to resolve under the flush's jitter by graph replay; per-call events kept")
-        return Measurement(timing, notes)
+        return per_call_kept("too short to resolve under the flush's jitter by graph replay")
     notes.append(f"{what}: {reason}, so timed by CUDA-graph replay; per-call events "
-                 f"gave {format_ms(timing.median_ms)}")
+                 f"gave {format_ms(timing.median_ms)}" + (f" ({timing.samples} calls)" if brief else ""))
     return Measurement(graph_timing, notes, per_call=timing)
+
+
+def _events_series(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watch: CompileWatch, what: str,
+                   notes: list[str], brief: bool = False) -> Timing | None:
+    """A per-call events series; a compile inside it voids it and it is timed once more (None: it compiled again)."""
+    for attempt in (1, 2):
+        samples = time_with_events(fn, config, flusher, watch, brief)
+        if not watch.compiled:
+            return summarize(samples, f"cuda events per call, {flusher.label}; {watch.proof}")
+        notes.append(f"{what}: {watch.compiled} Triton compilation(s) inside the timed region "
+                     f"(seen by {watch.witness}); series discarded" + ("" if attempt == 2 else ", timed again"))
+    return None
