@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,94 @@ def kernel_fn(*inputs):  # save {n}: the last element made wrong
 
 def broken(source: str, n: int) -> str:
     return source + BREAK.replace("{n}", f"{n} {time.time()}")
+
+
+# -- the runner's timeline (--trace) -------------------------------------------------------------------
+
+
+class RunnerTrace:
+    """Wall-clock moments of the runner's worker supply, recorded from this process (the app runs here):
+    workers forked, ready, taken, killed; cancels, prewarms, waits for exits and the GPU gate opening.
+    Patches the classes for the benchmark's lifetime; the product is unchanged."""
+
+    def __init__(self):
+        self.marks: list[tuple[float, str]] = []
+        self._lock = threading.Lock()
+
+    def mark(self, what: str) -> None:
+        with self._lock:
+            self.marks.append((time.time(), what))
+
+    def install(self) -> None:
+        from workbench.core.run import runner, workers
+
+        trace = self
+        original_init, original_event = workers.WorkerProcess.__init__, workers.event_or_log
+
+        def init(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            trace.mark(f"fork {id(self) % 10000:04d}")
+
+        def event_or_log(line):
+            event = original_event(line)
+            if isinstance(event, WorkerReady):
+                trace.mark(f"ready pid {event.pid} (warm-up {event.warmup_s:.2f} s: "
+                           + ", ".join(f"{k} {v:.2f}" for k, v in event.warmup_phases.items()) + ")")
+            return event
+
+        workers.WorkerProcess.__init__, workers.event_or_log = init, event_or_log
+
+        def timed(cls, name, label, after=False):
+            original = getattr(cls, name)
+
+            def wrapper(self, *args, **kwargs):
+                trace.mark(f"{label} start")
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    trace.mark(f"{label} end")
+
+            setattr(cls, name, wrapper)
+
+        timed(runner.Runner, "cancel", "cancel")
+        timed(runner.Runner, "prewarm", "prewarm")
+        timed(runner.Runner, "_await_exits", "await exits")
+        original_take, original_send_line = runner.Runner._take_worker, workers.WorkerProcess.send_line
+
+        def take(self, gpu=None, timed=False):
+            worker = original_take(self, gpu, timed)
+            trace.mark(f"take {id(worker) % 10000:04d}{' (bench)' if timed else ''}"
+                       f"{' not ready' if worker.ready is None and worker.queue.empty() else ''}")
+            return worker
+
+        def send_line(self, line):
+            if line == "gpu":
+                trace.mark("gate opened")
+            return original_send_line(self, line)
+
+        runner.Runner._take_worker, workers.WorkerProcess.send_line = take, send_line
+
+    def between(self, start: float, end: float) -> list[tuple[float, str]]:
+        with self._lock:
+            return [(round(t - start, 3), what) for t, what in self.marks if start - 1.0 <= t <= end]
+
+
+TRACE: RunnerTrace | None = None
+
+
+def print_trace(title: str, marks: list[tuple[float, str]]) -> None:
+    """Runs of the same mark (forks, takes) are folded into one line: first time, last time, count."""
+    print(f"    timeline, {title} (s after the save):")
+    folded: list[list] = []
+    for t, what in marks:
+        key = what.split(" ")[0] if what.split(" ")[0] in ("fork", "take") else what
+        if folded and folded[-1][0] == key and t - folded[-1][2] < 0.05:
+            folded[-1][2], folded[-1][3] = t, folded[-1][3] + 1
+        else:
+            folded.append([key, t, t, 1, what])
+    for key, first, last, count, what in folded:
+        span = f"{first:6.3f}" + (f" .. {last:6.3f}" if count > 1 else "")
+        print(f"      {span:18} {what if count == 1 else f'{key} x{count}'}")
 
 
 # -- the workbench -------------------------------------------------------------------------------------
@@ -256,6 +345,8 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
                 "references_reused": sum(REUSED_REFERENCE_NOTE in b.notes for b in run.bench),
                 "bench_note": next((p.message for p in run.bench_problems), ""),
             }
+            if TRACE is not None:
+                row["trace"] = TRACE.between(times.saved, times.arrivals.get("RunFinished", time.time()))
             if not run.bench:
                 row["first_bench_s"] = None
             results.append(times)
@@ -282,7 +373,13 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
             times = await watched_save(edited(base, 600 + n), "verdict", "the verdict")  # while `first` benchmarks
             row = {"kind": "mid-bench", "verdict": app.session.current.verdict,
                    "verdict_s": shown(app, "verdict", times.source_hash) - times.saved,
-                   "bench_done_s": bench_done_s(times)}
+                   "bench_done_s": bench_done_s(times),
+                   "accepted_s": (times.accepted or times.saved) - times.saved,
+                   **{f"{name}_s": when - times.saved for name, when in times.arrivals.items()},
+                   "bench_rows_s": [t - times.saved for t in times.bench_results],
+                   "bench_phases": times.bench_phases}
+            if TRACE is not None:
+                row["trace"] = TRACE.between(times.saved, times.arrivals.get("RunFinished", time.time()))
             rows.append(row)
             print(f"  save during a benchmark {n + 1}: verdict {row['verdict']} in {row['verdict_s']:.2f} s"
                   + (f", bench complete {row['bench_done_s']:.2f} s" if row["bench_done_s"] else ""), flush=True)
@@ -388,11 +485,17 @@ def main() -> int:
     parser.add_argument("--mid-bench-saves", type=int, default=3, help="saves made while a benchmark runs")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain loop (and the speed-up)")
     parser.add_argument("--plain-saves", type=int, help="saves of the plain loop (default: --saves)")
+    parser.add_argument("--trace", action="store_true", help="print the runner's timeline (workers forked, ready, "
+                        "taken; cancels, the GPU gate) for the first save and each mid-benchmark save")
     parser.add_argument("--profile", type=Path, help="profile every worker job into this folder (cProfile slows "
                         "the loop: read the shares with benchmarks/profile_summary.py, not the seconds)")
     args = parser.parse_args()
     if args.profile:
         os.environ["WORKBENCH_PROFILE_DIR"] = str(args.profile.resolve())
+    if args.trace:
+        global TRACE
+        TRACE = RunnerTrace()
+        TRACE.install()
 
     source = args.project or shipped_project()
     work = Path(tempfile.mkdtemp(prefix="loop-latency-"))
@@ -443,6 +546,17 @@ def main() -> int:
     if mid_rows:
         for label, key in (("verdict, saved mid-benchmark", "verdict_s"), ("bench done, saved mid-bench", "bench_done_s")):
             print(f"  {label:30} {fmt(med(r[key] for r in mid_rows))} {spread(r[key] for r in mid_rows):>13}")
+    if args.trace:
+        for title, row in [("save 2", wb_rows[1] if len(wb_rows) > 1 else None)] + \
+                [(f"mid-benchmark save {n + 1}", r) for n, r in enumerate(mid_rows)]:
+            if row is not None and row.get("trace"):
+                print_trace(title, row["trace"])
+        for row in mid_rows:
+            keys = ("accepted_s", "WorkerReady_s", "RunStarted_s", "verified_s", "bench RunStarted_s", "DeviceFacts_s")
+            print("    mid-benchmark save: " + ", ".join(f"{k[:-2]} {row[k]:.3f}" for k in keys if k in row)
+                  + "; rows " + " ".join(f"{t:.2f}" for t in row["bench_rows_s"]))
+            for phases in row["bench_phases"][:1]:
+                print("      first case: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
     reused = [r["references_reused"] for r in wb_rows if r["bench_cases"]]
     if reused:
         print(f"  reference times reused from earlier runs (live loop): {reused} of {wb_rows[0]['bench_cases']} "

@@ -52,6 +52,16 @@ def test_a_worker_with_no_job_exits_cleanly(server):
     assert proc.wait(timeout=30) == 0
 
 
+def test_a_worker_says_where_its_warm_up_went(server):
+    """WorkerReady lists each warm-up step's seconds (a GPU worker: its CUDA context, first Triton launch and
+    compile, the battery's torch ops): how benchmarks/worker_warmup.py and loop_latency.py --trace see it."""
+    proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
+    ready = first_event(proc)
+    assert list(ready["warmup_phases"]) == ["judge forked"] and 0 <= ready["warmup_phases"]["judge forked"] < 60
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+
+
 def test_workers_start_from_scratch_once_the_template_is_gone(server):
     first = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     first_event(first)

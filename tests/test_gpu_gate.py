@@ -93,3 +93,76 @@ def test_a_sharded_run_starts_its_benchmark_as_the_verdict_lands_and_only_if_it_
             assert any(isinstance(e, CaseResult) for e in events)
     finally:
         runner.close()
+
+
+def test_the_gate_opens_only_once_the_next_saves_spares_are_warm(make_project, tmp_path):
+    """A warm runner starts the next save's spares when the verdict lands; a warming worker launches on the
+    GPU, so the benchmark's gate waits for them as for the shards' exits. Every worker here takes a second
+    longer to start (a launcher that sleeps first), so a gate that opened at the shards' exits would find
+    the spares still warming."""
+    from workbench.core.events import StageChanged
+    from workbench.core.run.runner import Runner
+    from workbench.core.stage import Job
+
+    (tmp_path / "gate_stage.py").write_text(GATED_STAGE)
+    project = make_project(kernels.GOOD, toml=ONLY_CASES)
+    runner = Runner(interpret=True, parallel=2, keep_warm=True, env={"PYTHONPATH": str(tmp_path)},
+                    launcher=["sh", "-c", 'sleep 1; exec "$@"', "sh"])
+    at_the_gate = []
+
+    def on_event(event):
+        if isinstance(event, StageChanged) and event.stage == "past the gate":
+            with runner._lock:
+                spares = list(runner._spares)
+            at_the_gate.append((len(spares), [w.ready is not None for w in spares]))
+
+    try:
+        runner.run(Job(kernel_path=str(project / "kernel.py"), stages=["verify", "gate_stage:gated", "bench"]),
+                   on_event, timeout_s=120, interpret_timeout_s=120)
+    finally:
+        runner.close()
+    assert at_the_gate == [(runner.workers_per_run, [True] * runner.workers_per_run)]
+
+
+def test_cancel_returns_at_once_and_the_run_ends_without_waiting_for_the_exit(make_project, tmp_path, monkeypatch):
+    """A save made while a worker runs kills it and starts the next run at once: the killed worker's exit
+    (on a GPU, its context torn down: a few hundred ms) is waited for in the background, and by the
+    next benchmark's gate (it is among the exiting workers)."""
+    from workbench.core.run import workers
+    from workbench.core.run.runner import Runner
+    from workbench.core.stage import Job
+
+    exit_waits = []
+    slow_teardown = workers.WorkerProcess.wait_exit
+
+    def wait_exit(self, timeout=5.0):
+        time.sleep(2.0)  # as a GPU worker's exit can take
+        exit_waits.append(self)
+        slow_teardown(self, timeout)
+
+    monkeypatch.setattr(workers.WorkerProcess, "wait_exit", wait_exit)
+    (tmp_path / "gate_stage.py").write_text(GATED_STAGE)
+    runner = Runner(interpret=True, env={"PYTHONPATH": str(tmp_path)})
+    events = []
+    job = Job(kernel_path=str(make_project(kernels.GOOD) / "kernel.py"), stages=["gate_stage:gated"],
+              options={"gpu_gate": True})  # it waits at the gate until cancelled
+    thread = threading.Thread(target=lambda: events.append(runner.run(job, events.append, timeout_s=120,
+                                                                      interpret_timeout_s=120)))
+    try:
+        thread.start()
+        deadline = time.monotonic() + 120
+        while "before the gate" not in stages_seen(events):
+            assert time.monotonic() < deadline and thread.is_alive(), events
+            time.sleep(0.05)
+        started = time.monotonic()
+        runner.cancel()
+        assert time.monotonic() - started < 0.5
+        thread.join(1.0)
+        assert not thread.is_alive(), "the run waited for its worker's exit"
+        assert events[-1].verdict == "cancelled"
+        assert len(runner._exiting) == 1 and not exit_waits  # the exit is still being waited for
+        runner._await_exits()  # what the next benchmark's gate does
+        assert len(exit_waits) >= 1 and runner._exiting == []
+    finally:
+        runner.close()
+

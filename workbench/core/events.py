@@ -45,6 +45,7 @@ class WorkerReady(Event):
     python_version: str
     warmup_s: float
     reason: str = ""  # why the interpreter is used, when it is
+    warmup_phases: dict[str, float] = field(default_factory=dict)  # seconds of each warm-up step, in order
 
 
 @dataclass

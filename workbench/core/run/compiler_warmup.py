@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 import triton
 import triton.language as tl
@@ -34,16 +34,19 @@ def _bump(ptr, n, STEP: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(ptr + offs, tl.load(ptr + offs, mask=mask) + STEP, mask=mask)
 
 
-def warm_compiler(torch: Any) -> None:
+def warm_compiler(torch: Any, done: Callable[[str], None] = lambda step: None) -> None:
+    """`done(step)` after each step (the worker's warm-up phases)."""
     saved = os.environ.get("TRITON_CACHE_DIR")
     try:
         os.environ["TRITON_CACHE_DIR"] = str(cache_root() / "warmup-triton-cache")
         x = torch.zeros(16, device="cuda")
         _bump[(1,)](x, 16, STEP=1, BLOCK=16)
         torch.cuda.synchronize()
+        done("a Triton launch")
         with tempfile.TemporaryDirectory(prefix="workbench-warmup-") as scratch:
             os.environ["TRITON_CACHE_DIR"] = scratch
             _bump.warmup(x, 16, STEP=2, BLOCK=16, grid=(1,))
+        done("a Triton compile")
     finally:
         if saved is None:
             os.environ.pop("TRITON_CACHE_DIR", None)

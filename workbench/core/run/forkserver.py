@@ -63,6 +63,8 @@ def serve(sock: socket.socket) -> int:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the worker meets and reports the same failure itself
             pass
+    if not interpret:
+        _hash_triton_once()
     sock.send(json.dumps({"ready": True}).encode())
     children: set[int] = set()
     while True:
@@ -87,6 +89,18 @@ def serve(sock: socket.socket) -> int:
             os.close(fd)
         children.add(pid)
         sock.send(json.dumps({"pid": pid}).encode())
+
+
+def _hash_triton_once() -> None:
+    """Triton keys its cache on a hash of its own sources and its compiled library (hundreds of MB), once
+    per process, on the first compile or cache lookup: about 0.5 s of a GPU worker's warm-up on an H100
+    host (benchmarks/worker_warmup.py --profile). Computed here, it is inherited by every fork."""
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+    except Exception:  # noqa: BLE001 - then each worker computes it, as without the template
+        pass
 
 
 def _reap(sock: socket.socket, children: set[int]) -> None:

@@ -48,6 +48,7 @@ from .workers import (
 OnEvent = Callable[[Event], None]
 VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
 MAX_RESTARTS = 3
+SPARE_WARMUP_WAIT_S = 10.0  # the most a benchmark waits at its gate for the next save's spares to be warm
 
 
 def default_parallel() -> int:
@@ -91,7 +92,9 @@ class Runner:
         self._lock = threading.Lock()
         self._forkserver: ForkServer | None = None  # started with the first worker
         self._forkserver_lock = threading.Lock()
-        self._verifying = threading.Event()  # sharded verification in flight: spares wait for its end
+        # Sharded verification in flight: the next save's spares are forked once its verdict is in. Forked
+        # beside the shards, their warm-up slows the compiles (H100: the verdict 0.2 s later, RESULTS 3e).
+        self._verifying = threading.Event()
         self._gpu_free = threading.Event()  # the run's verification workers have exited: an early benchmark may time
 
     # -- worker supply -------------------------------------------------------------------
@@ -157,20 +160,36 @@ class Runner:
         for worker in exiting:
             worker.wait_exit()
 
+    def _await_spares(self) -> None:
+        """Until the spares started for the next save are warm (or gone): a warming worker brings up a CUDA
+        context and launches its warm-up kernels, which must not land inside a timed series."""
+        deadline = time.monotonic() + SPARE_WARMUP_WAIT_S
+        with self._lock:
+            spares = list(self._spares)
+        for spare in spares:
+            left = deadline - time.monotonic()
+            if left <= 0 or self._cancelled.is_set():
+                return
+            with contextlib.suppress(WorkerStartError):  # a spare that cannot start: its take reports it
+                spare.wait_ready(left, give_up=False)
+
     def cancel(self) -> None:
-        """Kill the run in progress (kill-then-restart: the caller starts the next run)."""
+        """Kill the run in progress (kill-then-restart: the caller starts the next run). Returns at once: its
+        workers' exits are waited for in the background, and by the next benchmark before it times."""
         self._cancelled.set()
         with self._lock:
             active = list(self._active)
         for worker in active:
-            worker.kill()
+            worker.kill(wait=False)
+            worker.queue.put(("cancelled", None))  # its event pump returns now, not at the exit
 
     def close(self) -> None:
         self.cancel()
         with self._lock:
             spares, self._spares = self._spares, []
-        for spare in spares:
-            spare.kill()
+            gone = list(self._active)
+        for worker in [*gone, *spares]:
+            worker.kill()
         with self._forkserver_lock:
             forkserver, self._forkserver = self._forkserver, None
         if forkserver is not None:
@@ -211,15 +230,16 @@ class Runner:
                 tally.add(event)
                 on_event(event)
                 verified = isinstance(event, StageChanged) and event.stage == "verified"
-            if verified and early is not None and tally.exit_code == 0 and not self._cancelled.is_set():
+            if not verified or self._cancelled.is_set():
+                return
+            self._verifying.clear()  # the compiles are over: the next save's spares start (at the benchmark's take)
+            if early is not None and tally.exit_code == 0:
                 early.start()  # the benchmark sets up beside the shards' last work; it times once they are gone
 
         if sharded:
             first = job.stages[:len(job.stages) - len(rest)]
             if "bench" in rest:
                 first = [*first, "precompile"]  # the shards compile the bench cases while the verdict is shown
-            # The next run's spares are forked once the shards are done: forked while they compile,
-            # their start-up would take the cores the compiles need (benchmarks/compile_breakdown.py).
             self._verifying.set()
             try:
                 self._run_sharded(replace(job, stages=first), relay, limits)
@@ -229,6 +249,7 @@ class Runner:
                     self.prewarm()
                 if early is not None and early.started:
                     self._await_exits()
+                    self._await_spares()
                     self._gpu_free.set()  # the early benchmark's worker may time now
                     early.join()
         else:
@@ -308,7 +329,8 @@ class Runner:
     def _run_once(self, job: Job, relay: OnEvent, timeout_s: float | None,
                   interpret_timeout_s: float | None, gpu: GpuSlot | None = None) -> Job | None:
         """One worker's share of a job. Returns the job for the remaining cases after a crash, else None."""
-        worker = self._take_worker(gpu, timed="bench" in job.stages)
+        # A gated benchmark's worker starts the next save's spares as it is taken: its gate waits for them.
+        worker = self._take_worker(gpu, timed="bench" in job.stages and not job.options.get("gpu_gate"))
         try:
             try:
                 ready = worker.wait_ready()
@@ -356,6 +378,8 @@ class Runner:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 kind, payload = worker.queue.get(timeout=wait)
+                if kind == "cancelled":
+                    return None
             except queue.Empty:
                 if self._cancelled.is_set():
                     return None

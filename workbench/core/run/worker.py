@@ -3,9 +3,9 @@
     python -m workbench.core.run.worker
 
 Start-up imports torch and triton and brings up the CUDA context (or chooses
-the Triton interpreter when there is no GPU), then writes a `worker_ready`
-event and blocks on stdin for one job line. That is what lets the parent keep a
-worker warm ahead of a save. Events go to the original stdout; anything the
+the Triton interpreter when there is no GPU), warms the compiler and torch's kernels,
+then writes a `worker_ready` event (with the seconds of each warm-up step) and blocks
+on stdin for one job line. That is what lets the parent keep a worker warm ahead of a save. Events go to the original stdout; anything the
 kernel prints goes to stderr, so user prints cannot corrupt the event stream.
 
 Exit status: 0 after a job, EXIT_POISONED when a CUDA error poisoned the
@@ -38,8 +38,22 @@ STAGES: dict[str, str] = {
 }
 
 
-def _warm_up() -> tuple[Any, str, str, str]:
-    """Import torch and triton; choose GPU or interpreter. Returns (torch, mode, device name, reason)."""
+class Stopwatch:
+    """Seconds of each step, in order (WorkerReady.warmup_phases): where a worker's warm-up went."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self._mark, 4)
+        self._mark = now
+
+
+def _warm_up(watch: Stopwatch) -> tuple[Any, str, str, str]:
+    """Import torch and triton; choose GPU or interpreter; pay the compiler's and torch's first-use costs
+    (run/compiler_warmup.py). Returns (torch, mode, device name, reason)."""
     import torch  # main() has set TRITON_INTERPRET when the interpreter was asked for
 
     reason = ""
@@ -54,6 +68,7 @@ def _warm_up() -> tuple[Any, str, str, str]:
         mode = "gpu"
         torch.zeros(1, device="cuda")  # bring the context up now, not on the first save
         device_name = torch.cuda.get_device_name()
+        watch.done("CUDA context")
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
@@ -68,8 +83,9 @@ def _warm_up() -> tuple[Any, str, str, str]:
         os.environ.setdefault("TRITON_CACHE_MANAGER", MANAGER)
 
         try:
-            warm_compiler(torch)
+            warm_compiler(torch, watch.done)
             warm_battery_ops(torch)
+            watch.done("the battery's torch ops")
         except Exception:  # noqa: BLE001 - only a head start: the user's first compile pays instead
             pass
     return torch, mode, device_name, reason
@@ -94,10 +110,12 @@ def main() -> int:
         return 3
     from .judge_process import fork_judge
 
+    watch = Stopwatch()
     link = fork_judge(events_fd)  # from here on, only the judge can reach the parent
     emit = link.emit
+    watch.done("judge forked")
     try:
-        torch, mode, device_name, reason = _warm_up()
+        torch, mode, device_name, reason = _warm_up(watch)
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
         emit(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
         return 3
@@ -107,7 +125,8 @@ def main() -> int:
 
     ready = WorkerReady(pid=os.getpid(), mode=mode, device_name=device_name, torch_version=torch.__version__,
                         triton_version=triton.__version__, python_version=platform.python_version(),
-                        warmup_s=round(time.perf_counter() - started, 3), reason=reason)
+                        warmup_s=round(time.perf_counter() - started, 3), reason=reason,
+                        warmup_phases=watch.phases)
     emit(ready)
     line = link.read_job()
     if not line.strip():

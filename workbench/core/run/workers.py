@@ -117,13 +117,19 @@ class WorkerProcess:
         self._log_thread.join(timeout)
         return log_lines_left(self.queue)
 
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S, give_up: bool = True) -> WorkerReady | None:
+        """The worker's WorkerReady once it is warm. Past `timeout`: killed and WorkerStartError, or with
+        `give_up=False` left to warm on, and None. A worker that exits during start-up: WorkerStartError."""
         if self.ready is not None:
             return self.ready
         deadline = time.monotonic() + timeout
         log: list[str] = []
         while True:
             remaining = deadline - time.monotonic()
+            if remaining <= 0 and not give_up:
+                for line in log:  # read while waiting: back in the queue for the one who takes this worker
+                    self.queue.put(("event", LogLine(text=line)))
+                return None
             if remaining <= 0:
                 self.kill()
                 raise WorkerStartError(Problem(kind="environment",
