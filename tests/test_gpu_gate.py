@@ -27,6 +27,18 @@ def stages_seen(events):
     return [e.stage for e in events if isinstance(e, StageChanged)]
 
 
+def start_at_the_gate(runner, job, events):
+    """`runner.run(job)` on a thread (its RunFinished appended last), once its worker waits at the gate."""
+    thread = threading.Thread(target=lambda: events.append(runner.run(job, events.append, timeout_s=120,
+                                                                      interpret_timeout_s=120)))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while "before the gate" not in stages_seen(events):
+        assert time.monotonic() < deadline and thread.is_alive(), events
+        time.sleep(0.05)
+    return thread
+
+
 def test_a_gated_job_waits_until_the_runner_says_the_gpu_is_free(make_project, tmp_path):
     from workbench.core.run.runner import Runner
     from workbench.core.stage import Job
@@ -36,14 +48,8 @@ def test_a_gated_job_waits_until_the_runner_says_the_gpu_is_free(make_project, t
     runner = Runner(interpret=True, env={"PYTHONPATH": str(tmp_path)})
     events = []
     job = Job(kernel_path=str(project / "kernel.py"), stages=["gate_stage:gated"], options={"gpu_gate": True})
-    thread = threading.Thread(target=runner.run, args=(job, events.append), kwargs={"timeout_s": 120,
-                                                                                    "interpret_timeout_s": 120})
     try:
-        thread.start()
-        deadline = time.monotonic() + 120
-        while "before the gate" not in stages_seen(events):
-            assert time.monotonic() < deadline and thread.is_alive(), events
-            time.sleep(0.05)
+        thread = start_at_the_gate(runner, job, events)
         time.sleep(0.5)
         assert "past the gate" not in stages_seen(events)
         runner._gpu_free.set()  # what run() does once the verification workers have exited
@@ -146,14 +152,8 @@ def test_cancel_returns_at_once_and_the_run_ends_without_waiting_for_the_exit(ma
     events = []
     job = Job(kernel_path=str(make_project(kernels.GOOD) / "kernel.py"), stages=["gate_stage:gated"],
               options={"gpu_gate": True})  # it waits at the gate until cancelled
-    thread = threading.Thread(target=lambda: events.append(runner.run(job, events.append, timeout_s=120,
-                                                                      interpret_timeout_s=120)))
     try:
-        thread.start()
-        deadline = time.monotonic() + 120
-        while "before the gate" not in stages_seen(events):
-            assert time.monotonic() < deadline and thread.is_alive(), events
-            time.sleep(0.05)
+        thread = start_at_the_gate(runner, job, events)
         started = time.monotonic()
         runner.cancel()
         assert time.monotonic() - started < 0.5
