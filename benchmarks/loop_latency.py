@@ -180,7 +180,7 @@ class RunnerTrace:
 
         workers.WorkerProcess.__init__, workers.event_or_log = init, event_or_log
 
-        def timed(cls, name, label, after=False):
+        def bracket(cls, name, label):
             original = getattr(cls, name)
 
             def wrapper(self, *args, **kwargs):
@@ -192,9 +192,9 @@ class RunnerTrace:
 
             setattr(cls, name, wrapper)
 
-        timed(runner.Runner, "cancel", "cancel")
-        timed(runner.Runner, "prewarm", "prewarm")
-        timed(runner.Runner, "_await_exits", "await exits")
+        bracket(runner.Runner, "cancel", "cancel")
+        bracket(runner.Runner, "prewarm", "prewarm")
+        bracket(runner.Runner, "_await_exits", "await exits")
         original_take, original_send_line = runner.Runner._take_worker, workers.WorkerProcess.send_line
 
         def take(self, gpu=None, timed=False):

@@ -62,7 +62,7 @@ def beside_timing(runner: Runner) -> None:
         workers = [runner._new_worker() for _ in range(9)]
         started = time.monotonic()
         busy = []
-        while not all(w.queue.qsize() for w in workers) and time.monotonic() - started < 10:
+        while not all(w.started_up.is_set() for w in workers) and time.monotonic() - started < 10:
             busy.append(time_copy(flusher, watch, config))
         for w in workers:
             w.wait_ready()

@@ -163,7 +163,7 @@ class FakeTimers:
         monkeypatch.setattr(timers, "estimate_ms", lambda fn, flush: call_ms + 0.03)  # flush + call
         monkeypatch.setattr(timers, "host_sync", lambda fn: syncs)
 
-        def events(fn, config, flush=None, watch=None, brief=False):
+        def events(fn, config, flush=None, watch=None, brief=False, per_iteration=None):
             self.series.append("brief" if brief else "full")
             return [call_ms] * (config.min_samples if brief else 500)
 

@@ -10,6 +10,7 @@ resumes the remaining cases in a fresh worker). Imports nothing of the workbench
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -86,3 +87,17 @@ def gpu_stage_cases(context: "JobContext", select: Callable[[list, list[int] | N
                                                     f"(CASES has {len(km.cases)})", file=str(km.path)))
         return None
     return cases
+
+
+class Phases:
+    """Wall-clock seconds of steps, in order: where a benchmark case's time went (BenchResult.phases), or a
+    worker's warm-up (WorkerReady.warmup_phases)."""
+
+    def __init__(self, carried: dict[str, float] | None = None):
+        self.seconds: dict[str, float] = dict(carried or {})
+        self._mark = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._mark, 4)
+        self._mark = now

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from workbench.commands import EXIT_ENVIRONMENT, CommandError
-from workbench.core.events import LogLine, Problem
+from workbench.core.events import LogLine, Problem, WorkerReady
 from workbench.core.run import Job, Runner, WorkerProcess
 from workbench.core.run.gpus import GpuSlot
 from workbench.core.run.workers import event_or_log, log_lines_left
@@ -168,6 +168,7 @@ class RayWorker(WorkerProcess):
         self.where: dict[str, Any] = {}
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.ready = None
+        self.started_up = threading.Event()  # as a local worker's: its WorkerReady has come, or it ended
         self._startup_problem = None
         self.proc = RemoteProcess()  # type: ignore[assignment]
         self._killed = False
@@ -182,6 +183,7 @@ class RayWorker(WorkerProcess):
                                                                          f"{type(exc).__name__}: {exc}")))
             self.proc.finish(3)
             self.queue.put(("eof", None))
+            self.started_up.set()
             return
         self._log_thread.start()
 
@@ -203,14 +205,19 @@ class RayWorker(WorkerProcess):
                     if kind == "exit":
                         self.proc.finish(int(text))
                         self.queue.put(("eof", None))
+                        self.started_up.set()
                         return
-                    self.queue.put(("event", self._event(kind, text)))
+                    event = self._event(kind, text)
+                    self.queue.put(("event", event))
+                    if isinstance(event, WorkerReady):
+                        self.started_up.set()
         except Exception as exc:  # noqa: BLE001 - an actor, a node or the connection gone
             if not self._killed:
                 where = f"GPU {self.placed.id}" if self.placed else "a GPU not yet placed"
                 self.lost = f"the Ray worker on {where} was lost ({type(exc).__name__}: {str(exc)[:160]})"
             self.proc.finish(-9)
             self.queue.put(("eof", None))
+            self.started_up.set()
 
     def _event(self, kind: str, text: str) -> Any:
         if kind == "err":

@@ -168,10 +168,10 @@ class Runner:
             spares = list(self._spares)
         for spare in spares:
             left = deadline - time.monotonic()
-            if left <= 0 or self._cancelled.is_set():
-                return
-            with contextlib.suppress(WorkerStartError):  # a spare that cannot start: its take reports it
-                spare.wait_ready(left, give_up=False)
+            if left <= 0 or self._cancelled.is_set() or not spare.started_up.wait(left):
+                return  # one still warming past the limit: the benchmark goes on without waiting longer
+            with contextlib.suppress(WorkerStartError):  # a spare that could not start: its take reports it
+                spare.wait_ready()  # at once: its WorkerReady (or its end) is in the queue
 
     def cancel(self) -> None:
         """Kill the run in progress (kill-then-restart: the caller starts the next run). Returns at once: its

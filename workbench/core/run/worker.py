@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..stage import Job, JobContext
+from ..stage import Job, JobContext, Phases
 
 EXIT_POISONED = 75
 JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
@@ -38,20 +38,7 @@ STAGES: dict[str, str] = {
 }
 
 
-class Stopwatch:
-    """Seconds of each step, in order (WorkerReady.warmup_phases): where a worker's warm-up went."""
-
-    def __init__(self) -> None:
-        self.phases: dict[str, float] = {}
-        self._mark = time.perf_counter()
-
-    def done(self, name: str) -> None:
-        now = time.perf_counter()
-        self.phases[name] = round(now - self._mark, 4)
-        self._mark = now
-
-
-def _warm_up(watch: Stopwatch) -> tuple[Any, str, str, str]:
+def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
     """Import torch and triton; choose GPU or interpreter; pay the compiler's and torch's first-use costs
     (run/compiler_warmup.py). Returns (torch, mode, device name, reason)."""
     import torch  # main() has set TRITON_INTERPRET when the interpreter was asked for
@@ -110,7 +97,7 @@ def main() -> int:
         return 3
     from .judge_process import fork_judge
 
-    watch = Stopwatch()
+    watch = Phases()
     link = fork_judge(events_fd)  # from here on, only the judge can reach the parent
     emit = link.emit
     watch.done("judge forked")
@@ -126,7 +113,7 @@ def main() -> int:
     ready = WorkerReady(pid=os.getpid(), mode=mode, device_name=device_name, torch_version=torch.__version__,
                         triton_version=triton.__version__, python_version=platform.python_version(),
                         warmup_s=round(time.perf_counter() - started, 3), reason=reason,
-                        warmup_phases=watch.phases)
+                        warmup_phases=watch.seconds)
     emit(ready)
     line = link.read_job()
     if not line.strip():

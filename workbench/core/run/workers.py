@@ -89,6 +89,7 @@ class WorkerProcess:
                 errors="replace", bufsize=1)
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.ready: WorkerReady | None = None
+        self.started_up = threading.Event()  # its WorkerReady has come (or it ended): wait_ready returns at once
         self._startup_problem: Problem | None = None
         self._log_thread = threading.Thread(target=self._read_log, daemon=True)
         threading.Thread(target=self._read_events, daemon=True).start()
@@ -104,8 +105,12 @@ class WorkerProcess:
         for line in self.proc.stdout:
             line = line.strip()
             if line:
-                self.queue.put(("event", event_or_log(line)))
+                event = event_or_log(line)
+                self.queue.put(("event", event))
+                if isinstance(event, WorkerReady):
+                    self.started_up.set()
         self.queue.put(("eof", None))
+        self.started_up.set()
 
     def _read_log(self) -> None:
         assert self.proc.stderr is not None
@@ -117,19 +122,13 @@ class WorkerProcess:
         self._log_thread.join(timeout)
         return log_lines_left(self.queue)
 
-    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S, give_up: bool = True) -> WorkerReady | None:
-        """The worker's WorkerReady once it is warm. Past `timeout`: killed and WorkerStartError, or with
-        `give_up=False` left to warm on, and None. A worker that exits during start-up: WorkerStartError."""
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
         if self.ready is not None:
             return self.ready
         deadline = time.monotonic() + timeout
         log: list[str] = []
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 and not give_up:
-                for line in log:  # read while waiting: back in the queue for the one who takes this worker
-                    self.queue.put(("event", LogLine(text=line)))
-                return None
             if remaining <= 0:
                 self.kill()
                 raise WorkerStartError(Problem(kind="environment",

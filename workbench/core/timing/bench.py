@@ -34,7 +34,7 @@ from ..project.contract import (
     problem_from_exception,
     select_cases,
 )
-from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
+from ..stage import ContextPoisoned, Phases, RunAborted, is_cuda_fatal, shard_of
 from ..verify.battery import Reference, Verifier
 from ..verify.compat import GraphCaptureBroke
 from ..verify.handoff import CaseData
@@ -206,19 +206,6 @@ _CHECKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-check")
 def hand_over(deliver: Callable[[CaseData], CaseResult], data: CaseData) -> "Future[CaseResult]":
     """`deliver(data)` on the check thread; the future's result() waits for the verdict (or raises what it raised)."""
     return _CHECKS.submit(deliver, data)
-
-
-class Phases:
-    """Wall-clock seconds of a benchmark case's steps, in order (BenchResult.phases): where its time went."""
-
-    def __init__(self, carried: dict[str, float] | None = None):
-        self.seconds: dict[str, float] = dict(carried or {})
-        self._mark = time.perf_counter()
-
-    def done(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self._mark, 4)
-        self._mark = now
 
 
 class CaseBencher:

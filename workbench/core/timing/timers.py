@@ -104,7 +104,8 @@ def estimate_ms(fn: Callable[[], Any], flush: Callable[[], None]) -> float:
 
 
 def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable[[], None] = _no_flush,
-                     watch: CompileWatch | None = None, brief: bool = False) -> list[float]:
+                     watch: CompileWatch | None = None, brief: bool = False,
+                     per_iteration: float | None = None) -> list[float]:
     """Milliseconds per call, one CUDA event pair around each call, the flush outside the pair.
 
     The host must stay ahead of the GPU, or the start event fires while the call is still
@@ -112,8 +113,10 @@ def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable
     (flush, events, the Python launcher) outlasts the GPU's, a GPU-side spin before each
     start event pads the GPU's share, so every call is queued before its start event fires.
     `brief`: `min_samples` samples, not `rep_ms` of them (a series shown beside a graph replay's).
+    `per_iteration`: `estimate_ms(fn, flush)` when the caller has it already.
     """
-    per_iteration = estimate_ms(fn, flush)
+    if per_iteration is None:
+        per_iteration = estimate_ms(fn, flush)
     pad = LaunchPad.for_iteration(fn, flush, per_iteration)
     per_iteration += pad.ms
     for _ in range(_clamp(config.warmup_ms / per_iteration, 1, 1_000_000)):
@@ -281,8 +284,9 @@ def measure(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watc
     notes: list[str] = []
     # Graph replay is certain from the footprint when one flush + call is already short enough:
     # the per-call series is then only shown beside the graph's, and a brief one does.
-    brief = bool(writeback_reason(estimate_ms(fn, flusher), flusher, footprint_bytes))
-    timing = _events_series(fn, config, flusher, watch, what, notes, brief)
+    per_iteration = estimate_ms(fn, flusher)
+    brief = bool(writeback_reason(per_iteration, flusher, footprint_bytes))
+    timing = _events_series(fn, config, flusher, watch, what, notes, brief, per_iteration)
     if timing is None:
         return Measurement(None, notes + [f"{what}: compiles on every call, so it has no steady-state time"])
     reason = graph_reason(timing, config, flusher, footprint_bytes)
@@ -319,10 +323,11 @@ def measure(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watc
 
 
 def _events_series(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watch: CompileWatch, what: str,
-                   notes: list[str], brief: bool = False) -> Timing | None:
-    """A per-call events series; a compile inside it voids it and it is timed once more (None: it compiled again)."""
+                   notes: list[str], brief: bool = False, per_iteration: float | None = None) -> Timing | None:
+    """A per-call events series; a compile inside it voids it and it is timed once more (None: it compiled again).
+    `per_iteration`: the caller's estimate, for the first attempt (a retry estimates afresh: it compiled)."""
     for attempt in (1, 2):
-        samples = time_with_events(fn, config, flusher, watch, brief)
+        samples = time_with_events(fn, config, flusher, watch, brief, per_iteration if attempt == 1 else None)
         if not watch.compiled:
             return summarize(samples, f"cuda events per call, {flusher.label}; {watch.proof}")
         notes.append(f"{what}: {watch.compiled} Triton compilation(s) inside the timed region "
