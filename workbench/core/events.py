@@ -46,6 +46,8 @@ class WorkerReady(Event):
     warmup_s: float
     reason: str = ""  # why the interpreter is used, when it is
     warmup_phases: dict[str, float] = field(default_factory=dict)  # seconds of each warm-up step, in order
+    compile_target: list = field(default_factory=list)  # Triton's GPU target, when processes without a GPU can
+    # compile for this worker (run/compile_pool.py): [backend, arch, warp size]
 
 
 @dataclass

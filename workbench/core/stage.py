@@ -63,6 +63,7 @@ class JobContext:
     # Blocks until the GPU is this job's alone; a job started beside its verification's last workers
     # (Job.options["gpu_gate"]) calls it before it times anything. Returns at once after the first call.
     wait_for_gpu: Callable[[], None] = lambda: None
+    compiles: Any = None  # run/compile_pool.CompilePool: processes without a GPU compile this job's kernels
 
 
 def shard_of(cases: list, shard: list[int] | None) -> list:

@@ -157,10 +157,11 @@ def compilation_error_line(exc: BaseException, kernel_path: Path) -> int:
     return 0
 
 
-def load_kernel(path: Path) -> KernelModule:
-    """Import kernel.py afresh (a new module object every call) and check the contract."""
+def load_kernel(path: Path, module_name: str = "") -> KernelModule:
+    """Import kernel.py afresh (a new module object every call) and check the contract. `module_name`:
+    the name another process gave the same file (a compile process names it as its GPU worker did)."""
     path = path.resolve()
-    name = f"workbench_kernel_{next(_module_counter)}"
+    name = module_name or f"workbench_kernel_{next(_module_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ContractError(Problem(kind="import", message=f"cannot import {path}", file=str(path)))

@@ -10,7 +10,9 @@ own CUDA context up and warms the compiler (0.8 s wall, 0.7 s of CPU), then runs
 fresh child.
 
 Protocol (a SOCK_SEQPACKET socket pair; one JSON message per packet):
-  parent -> template   {"env": {...}} with three descriptors (the child's stdin, stdout, stderr)
+  parent -> template   {"env": {...}} with three descriptors (the child's stdin, stdout, stderr);
+                       {"warm_compiler": [backend, arch, warp size]}: compile once for that GPU target
+                       (no CUDA), so compile processes forked later start warm (run/compile_pool.py)
   template -> parent   {"ready": true} once; {"pid": N} per request; {"exit": N, "code": C} when a
                        child ends (C as subprocess reports it: negative for a signal)
 The template ends when the parent's end of the socket closes. A child is a session leader (its
@@ -22,6 +24,7 @@ uses. Where the template cannot start, the runner starts workers as before.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -79,6 +82,9 @@ def serve(sock: socket.socket) -> int:
         if not message:
             return 0  # the parent is gone; running children live on in their own sessions
         request = json.loads(message)
+        if "warm_compiler" in request:
+            _warm_compiler(request["warm_compiler"])
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -100,6 +106,15 @@ def _hash_triton_once() -> None:
 
         triton_key()
     except Exception:  # noqa: BLE001 - then each worker computes it, as without the template
+        pass
+
+
+def _warm_compiler(target: list) -> None:
+    try:
+        from .compile_pool import warm_compiler_for
+
+        warm_compiler_for(target)
+    except Exception:  # noqa: BLE001 - each compile process then pays its compiler's first use itself
         pass
 
 
@@ -277,6 +292,13 @@ class ForkServer:
     def alive(self) -> bool:
         return not self._failed and self.proc.poll() is None
 
+    def warm_compiler(self, target: list) -> None:
+        """Ask the template to compile once for `target` before it forks anything else."""
+        with self._wakeup:
+            if not self._failed:
+                self._requests.append((None, {"warm_compiler": target}, []))
+                self._wakeup.notify_all()
+
     def spawn(self, env: dict[str, str]) -> ForkedProcess:
         pipes = [os.pipe() for _ in range(3)]
         child_ends = [pipes[0][0], pipes[1][1], pipes[2][1]]
@@ -304,6 +326,10 @@ class ForkServer:
                 if not self._requests:
                     return  # failed, and nothing asked for: spawn starts workers itself from now on
                 child, env, child_ends = self._requests.pop(0)
+                if child is None:  # a message for the template itself
+                    with contextlib.suppress(OSError):
+                        self._sock.send(json.dumps(env).encode())
+                    continue
                 sent = False
                 if not self._failed:
                     try:

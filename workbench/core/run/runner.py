@@ -9,6 +9,7 @@ on is reported as failed and the remaining cases resume in a fresh worker.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import sys
@@ -33,6 +34,7 @@ from ..events import (
     WorkerReady,
 )
 from ..stage import Job, shard_of
+from . import compile_pool
 from .forkserver import ForkServer
 from .gpus import GpuSlot
 from .precompile import PRECOMPILING
@@ -49,6 +51,16 @@ OnEvent = Callable[[Event], None]
 VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
 MAX_RESTARTS = 3
 SPARE_WARMUP_WAIT_S = 10.0  # the most a benchmark waits at its gate for the next save's spares to be warm
+
+
+def compile_processes() -> int:
+    """Compile processes beside a run's one GPU worker (run/compile_pool.py): WORKBENCH_COMPILE_PROCESSES, else
+    one per core (the GPU worker and its judge mostly wait while they compile; H100, 16 cores: the verdict
+    0.87 s with 16, 1.07 s with 14; RESULTS.md 3f)."""
+    configured = os.environ.get("WORKBENCH_COMPILE_PROCESSES", "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, os.cpu_count() or 2)
 
 
 def default_parallel() -> int:
@@ -73,6 +85,11 @@ class Runner:
     `gpus`: the GPUs to place workers on (gpus.select_gpus). Shard k runs on GPU k mod len(gpus),
     so there are at least as many shards as GPUs; the stages after verification run on the first.
     Each result is stamped with the GPU that produced it. Empty: workers see the environment's GPUs.
+
+    On one GPU, where Triton can compile in processes without a GPU (WorkerReady.compile_target), a run
+    takes one GPU worker instead of `parallel`: the compiling is spread over compile processes forked for
+    the run (run/compile_pool.py), the GPU worker verifies every case and benchmarks. Two GPU spares are
+    kept; the one a run takes is replaced once the run is over, so no spare warms up beside a timing.
     """
 
     # A sharded run's benchmark worker starts when the verdict is in and waits at the GPU gate (see run()).
@@ -96,6 +113,7 @@ class Runner:
         # beside the shards, their warm-up slows the compiles (H100: the verdict 0.2 s later, RESULTS 3e).
         self._verifying = threading.Event()
         self._gpu_free = threading.Event()  # the run's verification workers have exited: an early benchmark may time
+        self._compile_target: list | None = None  # None: not known yet; []: runs shard verification over GPU workers
 
     # -- worker supply -------------------------------------------------------------------
 
@@ -116,7 +134,10 @@ class Runner:
 
     def _run_gpus(self) -> list[GpuSlot | None]:
         """The GPU of each worker a run takes: the shards', then those of the stages after verification
-        (one per GPU when there are several: a benchmark is spread over them)."""
+        (one per GPU when there are several: a benchmark is spread over them). With compile processes,
+        the GPU worker and a second spare (replaced after the run, not beside its timing)."""
+        if self._compile_target:
+            return [self._gpu_for(0)] * 2
         if self.parallel == 1:
             return [self._gpu_for(0)]
         after = list(self.gpus) if len(self.gpus) > 1 else [self._gpu_for(0)]
@@ -139,7 +160,7 @@ class Runner:
             self._spares = [w for w in alive if w is not worker]
         if worker is None:
             worker = self._new_worker(gpu)
-        if self.keep_warm and not self._verifying.is_set() and not (timed and self.gpus):
+        if self.keep_warm and not self._verifying.is_set() and not (timed and self.gpus) and not self._compile_target:
             self.prewarm()  # now: the next save may come soon
         with self._lock:
             self._active.add(worker)
@@ -206,7 +227,7 @@ class Runner:
         case's inputs, reference and first call, and waits at the GPU gate (Job.options["gpu_gate"]) until
         every shard's worker has exited before it times anything (or autotunes)."""
         self._cancelled.clear()
-        self._gpu_free.clear()
+        self._gpu_free = threading.Event()  # this run's own: a thread of an earlier run may still set its old one
         started = time.monotonic()
         tally = Tally()
         lock = threading.Lock()
@@ -215,6 +236,10 @@ class Runner:
         limits = (timeout_s, interpret_timeout_s)
         rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
         sharded = self.parallel > 1 and "verify" in job.stages and job.case_indices != []
+        compilers: CompileProcesses | None = None
+        if sharded and self._pooling_possible():
+            sharded = False
+            job, compilers = self._with_compile_processes(job)
         requeued: list[Requeued] = []
         gated = self.early_benchmark and sharded and "bench" in rest and len(self.gpus) < 2
         early = EarlyStart(lambda: self._run_after_verification(replace(job, stages=rest, options={
@@ -258,7 +283,18 @@ class Runner:
                     requeued.append(event)
                 relay(event)
 
-            self._run_with_restarts(job, watch, limits)
+            if compilers is not None:
+                threading.Thread(target=self._free_gpu_once_spares_warm, args=(self._gpu_free,), name="gpu-free",
+                                 daemon=True).start()
+            try:
+                # The compile processes start once the GPU worker has its job, before its events reach the
+                # app: started on a thread instead, they waited on the app's rendering (0.45 s on an H100 host).
+                start_compilers = compilers.start if compilers is not None else None
+                self._run_with_restarts(job, watch, limits, after_send=start_compilers)
+            finally:
+                if compilers is not None:
+                    for compiler in compilers.started():
+                        self._release(compiler)
         # What follows verification (the benchmark) runs once every case passed: after the shards, or after
         # a worker lost during verification had its re-queued cases run alone (the job's own stages stopped).
         if (sharded or requeued) and rest and tally.exit_code == 0 and not self._cancelled.is_set() \
@@ -268,10 +304,84 @@ class Runner:
         finished = tally.finished(time.monotonic() - started)
         if self._cancelled.is_set():
             finished = replace(finished, verdict="cancelled")
-        elif self.keep_warm and self.gpus:
-            self.prewarm()  # the spares a benchmark did not let start beside it
+        # After the benchmark: the spares it did not let start beside it. A cancelled pooled run leaves its
+        # replacement to the run that overtook it (one spare is left), not beside that run's compiles.
+        if self.keep_warm and (self.gpus or compilers is not None) and not self._cancelled.is_set():
+            self.prewarm()
         on_event(finished)
         return finished
+
+    def _pooling_possible(self) -> bool:
+        """Whether this run's kernels can be compiled by processes without a GPU: one GPU (or none placed),
+        workers forked from the template, and a GPU worker that says Triton can (its compile target). The
+        first run asks a spare, and from then on the runner keeps the spares a pooled run needs."""
+        if self._compile_target is None:
+            if self.launcher or len(self.gpus) > 1 or not compile_pool.wanted() or not forkserver_wanted(self.launcher):
+                self._compile_target = []
+                return False
+            with self._lock:
+                probe = next((w for w in self._spares if w.proc.poll() is None), None)
+                if probe is None:
+                    probe = self._new_worker(self._gpu_for(0))
+                    self._spares.append(probe)
+            try:
+                target = probe.wait_ready().compile_target
+            except WorkerStartError:
+                return False  # the run's take reports it
+            self._compile_target = list(target)
+            if target:
+                self._trim_spares()
+                with self._forkserver_lock:
+                    if self._forkserver is not None:
+                        self._forkserver.warm_compiler(self._compile_target)
+        return bool(self._compile_target)
+
+    def _trim_spares(self) -> None:
+        """Let the spares a pooled run never takes go (each holds a CUDA context)."""
+        keep = Counter(self._run_gpus())
+        kept: list[WorkerProcess] = []
+        unused: list[WorkerProcess] = []
+        with self._lock:
+            for worker in self._spares:
+                if keep[worker.gpu] > 0 and worker.proc.poll() is None:
+                    keep[worker.gpu] -= 1
+                    kept.append(worker)
+                else:
+                    unused.append(worker)
+            self._spares = kept
+        for worker in unused:
+            threading.Thread(target=worker.close_unused, daemon=True).start()
+
+    def _with_compile_processes(self, job: Job) -> tuple[Job, "CompileProcesses"]:
+        """`job` for one GPU worker serving a compile pool, and the pool's processes (started once the worker has
+        the job, each told where to connect): a fresh address and key per run."""
+        address = f"\0workbench-compile-{os.getpid()}-{os.urandom(6).hex()}"
+        authkey = os.urandom(16).hex()
+        count = compile_processes()
+
+        def start_one() -> WorkerProcess | None:
+            if self._cancelled.is_set():
+                return None
+            with self._forkserver_lock:
+                if self._forkserver is None:
+                    self._forkserver = ForkServer(worker_env(self.env), self.python)
+                forkserver = self._forkserver
+            compiler = WorkerProcess(self.interpret, {**self.env, "WORKBENCH_ROLE": compile_pool.ROLE}, self.python,
+                                     (), forkserver)
+            with contextlib.suppress(OSError, ValueError):
+                compiler.send_line(json.dumps({"address": address, "authkey": authkey}))
+            with self._lock:
+                self._active.add(compiler)
+            return compiler
+
+        pool = {"address": address, "authkey": authkey, "processes": count}
+        return (replace(job, options={**job.options, "compile_pool": pool, "gpu_gate": True}),
+                CompileProcesses(start_one, count))
+
+    def _free_gpu_once_spares_warm(self, gpu_free: threading.Event) -> None:
+        """A pooled run's benchmark times once the spares started after the last run are warm."""
+        self._await_spares()
+        gpu_free.set()
 
     def _run_after_verification(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None]) -> None:
         """The stages after verification; a benchmark on several GPUs is spread over them, a worker each:
@@ -311,14 +421,18 @@ class Runner:
             thread.join()
 
     def _run_with_restarts(self, job: Job, relay: OnEvent, limits: tuple[float | None, float | None],
-                           gpu: GpuSlot | None = None) -> None:
+                           gpu: GpuSlot | None = None, after_send: Callable[[], None] | None = None) -> None:
+        """`after_send`: called once the first worker has the job."""
         restarts = 0
         pending: Job | None = job
         if gpu is None:
             gpu = self._gpu_for(0)
         while pending is not None and not self._cancelled.is_set():
-            pending = self._run_once(pending, relay, *limits, gpu=gpu)
+            pending = self._run_once(pending, relay, *limits, gpu=gpu, after_send=after_send)
+            after_send = None
             if pending is not None:
+                # The compile processes served the lost worker and are gone: the next one compiles alone.
+                pending = replace(pending, options={k: v for k, v in pending.options.items() if k != "compile_pool"})
                 restarts += 1
                 if restarts > MAX_RESTARTS:
                     left = pending.case_indices or []
@@ -326,8 +440,8 @@ class Runner:
                                                         f"{len(left)} cases not run"))
                     return
 
-    def _run_once(self, job: Job, relay: OnEvent, timeout_s: float | None,
-                  interpret_timeout_s: float | None, gpu: GpuSlot | None = None) -> Job | None:
+    def _run_once(self, job: Job, relay: OnEvent, timeout_s: float | None, interpret_timeout_s: float | None,
+                  gpu: GpuSlot | None = None, after_send: Callable[[], None] | None = None) -> Job | None:
         """One worker's share of a job. Returns the job for the remaining cases after a crash, else None."""
         # A gated benchmark's worker starts the next save's spares as it is taken: its gate waits for them.
         worker = self._take_worker(gpu, timed="bench" in job.stages and not job.options.get("gpu_gate"))
@@ -344,6 +458,8 @@ class Runner:
             if self._cancelled.is_set():
                 return None
             worker.send(job)
+            if after_send is not None:
+                after_send()
             if job.options.get("gpu_gate"):
                 self._open_gate_when_free(worker)
             interpret = ready.mode == "interpreter"
@@ -355,9 +471,10 @@ class Runner:
     def _open_gate_when_free(self, worker: WorkerProcess) -> None:
         """Tell `worker` the GPU is its own once the run's verification workers have exited (or the run
         is cancelled: then it is killed anyway)."""
+        free = self._gpu_free  # this run's
 
         def when_free() -> None:
-            while not self._gpu_free.wait(0.05):
+            while not free.wait(0.05):
                 if self._cancelled.is_set() or worker.proc.poll() is not None:
                     return
             with contextlib.suppress(OSError, ValueError):  # gone meanwhile: the event pump reports it
@@ -466,6 +583,25 @@ class Runner:
         if stage != "verifying":
             return None
         return verification_of(job, [i for i in planned if i not in done])
+
+
+class CompileProcesses:
+    """A pooled run's compile processes: `start()` starts `count` of them through `start_one` (None: the run
+    was cancelled); `started()`, every one started (none when `start` never ran)."""
+
+    def __init__(self, start_one: Callable[[], WorkerProcess | None], count: int):
+        self._start_one, self._count = start_one, count
+        self._processes: list[WorkerProcess] = []
+
+    def start(self) -> None:
+        for _ in range(self._count - len(self._processes)):
+            process = self._start_one()
+            if process is None:
+                return
+            self._processes.append(process)
+
+    def started(self) -> list[WorkerProcess]:
+        return list(self._processes)
 
 
 class EarlyStart:

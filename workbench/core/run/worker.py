@@ -79,6 +79,10 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
 
 
 def main() -> int:
+    if os.environ.get("WORKBENCH_ROLE") == "compile":
+        from .compile_pool import serve_compiles
+
+        return serve_compiles()  # a compile process of a run's pool: no CUDA, no judge, no events
     started = time.perf_counter()
     events_fd = os.dup(1)
     os.dup2(2, 1)  # the kernel's prints, Python's or C's, go to stderr
@@ -110,10 +114,13 @@ def main() -> int:
 
     import triton
 
+    from . import compile_pool
+
+    target = compile_pool.target_of_this_process() if mode == "gpu" and compile_pool.supported() else []
     ready = WorkerReady(pid=os.getpid(), mode=mode, device_name=device_name, torch_version=torch.__version__,
                         triton_version=triton.__version__, python_version=platform.python_version(),
                         warmup_s=round(time.perf_counter() - started, 3), reason=reason,
-                        warmup_phases=watch.seconds)
+                        warmup_phases=watch.seconds, compile_target=target)
     emit(ready)
     line = link.read_job()
     if not line.strip():
@@ -191,9 +198,29 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module))))
-    return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
-                                  tally=tally, judge=judge_counted if judge is not None else None,
-                                  wait_for_gpu=wait_for_gpu))
+    compiles = _open_compile_pool(job, km, ready) if not interpret else None
+    try:
+        return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
+                                      tally=tally, judge=judge_counted if judge is not None else None,
+                                      wait_for_gpu=wait_for_gpu, compiles=compiles))
+    finally:
+        if compiles is not None:
+            compiles.close()
+
+
+def _open_compile_pool(job: Job, km: Any, ready: Any) -> Any:
+    """The run's compile processes' server (run/compile_pool.py), when the runner started some."""
+    pool = job.options.get("compile_pool")
+    if not pool or not ready.compile_target:
+        return None
+    from .compile_pool import CompilePool
+
+    hello = {"target": ready.compile_target, "kernel_path": str(km.path), "module": km.module.__name__,
+             "env": {k: os.environ[k] for k in ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER") if k in os.environ}}
+    try:
+        return CompilePool(pool["address"], bytes.fromhex(pool["authkey"]), hello, int(pool["processes"]))
+    except OSError:  # the address taken: the worker compiles alone, as without a pool
+        return None
 
 
 def _run_stages(context: JobContext) -> int:

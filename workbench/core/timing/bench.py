@@ -120,6 +120,8 @@ def bench_stage(context: Any) -> None:
     """Worker stage "bench" (see worker.STAGES)."""
     if refuse_interpreter(context) or verification_failed(context):
         return  # a kernel that fails verification is never timed; the report says so
+    if context.compiles is not None:
+        context.compiles.close(wait=True)  # the benchmark's kernels are built, the compile processes gone
     km: KernelModule = context.km
     cases, selection_note = bench_cases(km, context.job.case_indices)
     cases = shard_of(cases, context.job.options.get("bench_shard"))  # the runner spreads a sweep over GPUs

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 
-from ..events import CaseResult, Event, Problem, StageChanged
+from ..events import CaseResult, Event, LogLine, Problem, StageChanged
 from ..project.config import VerifyConfig
 from ..project.contract import (
     Case,
@@ -376,10 +376,12 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
 
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
                      pins: dict[str, int] | None = None,
-                     judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False) -> None:
-    """Verify each case, emitting StageChanged before and CaseResult(s) after each."""
+                     judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
+                     order: Iterable[Case] | None = None) -> None:
+    """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
+    cases in the order to run them (as their kernels are compiled), when not as listed."""
     verifier = Verifier(km, config, emit, interpret, pins, judge, live)
-    for n, case in enumerate(cases, 1):
+    for n, case in enumerate(cases if order is None else order, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
 
@@ -394,5 +396,12 @@ def verify_stage(context: Any) -> None:
                                      f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
         raise RunAborted()
     cases = shard_of(select_cases(context.km.cases, indices, "verify"), context.job.options.get("shard"))
+    order = None
+    if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
+        later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
+        order = context.compiles.ahead(context.km, cases, later)
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
-                     getattr(context, "judge", None), bool(context.job.options.get("live")))
+                     getattr(context, "judge", None), bool(context.job.options.get("live")), order)
+    if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
+        context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
+        context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

@@ -1,0 +1,394 @@
+"""A run's kernels compiled once each, in parallel, by processes that hold no CUDA context.
+
+Most of a cold verification is Triton compiling one specialisation per case shape and dtype
+(LLVM and ptxas: CPU work; executing the 23 cases of the shipped rmsnorm takes milliseconds).
+Sharding the cases over GPU workers compiles in parallel but costs a fresh CUDA context per
+shard per save, and nine contexts come up one after another in the driver (about 2 s on an H100,
+benchmarks/RESULTS.md 3e), which must not overlap a timed benchmark. Here one GPU worker runs
+every case, and the compiling is done beside it:
+
+1. The GPU worker runs each case's `kernel_fn` once under `recording()`: Triton's own hook
+   (`knobs.runtime.jit_cache_hook`, called before a JIT function compiles; returning True skips
+   the compile and the launch) hands over each launch's specialisation as Triton serialises it
+   (`specialization_data`); an autotuner's every config is recorded. Nothing runs on the GPU.
+2. Each distinct specialisation goes, once, to the next free compile process (forked from the
+   warm template, never touching CUDA: `serve_compiles`), which compiles it with Triton's
+   `JITFunction.preload` into the run's Triton cache.
+3. The GPU worker verifies the cases in the order their kernels become ready, loading each
+   from the cache as Triton does.
+
+An optimisation only: a specialisation that could not be recorded or compiled elsewhere is
+compiled by the GPU worker itself when it runs the case, as without the pool, and errors are
+met and reported there.
+
+Channel: `multiprocessing.connection` over a Linux abstract-namespace socket, with an
+authentication key; the runner chooses both per run and gives them to the GPU worker (in its
+job) and to each compile process (one line on its stdin).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from .precompile import compile_only
+
+ROLE = "compile"  # WORKBENCH_ROLE of a compile process (run/worker.py dispatches on it)
+CONNECT_WAIT_S = 5.0  # how long the first compile process may take to connect before the worker compiles alone
+JOB_LIMIT_S = 60.0  # a compile process silent this long on one specialisation is dropped; the worker compiles it
+DISABLE_ENV = "WORKBENCH_COMPILE_POOL"  # "0": verification sharded over GPU workers, as before
+
+
+def supported() -> bool:
+    """Whether this Triton offers the hook and the preload the pool is built on (3.4 and later)."""
+    try:
+        from triton import knobs
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    return hasattr(knobs.runtime, "jit_cache_hook") and hasattr(JITFunction, "preload")
+
+
+def wanted() -> bool:
+    return os.environ.get(DISABLE_ENV, "1") != "0"
+
+
+@dataclass(frozen=True)
+class Specialisation:
+    """One compile: the JIT function (its module and qualified name) and Triton's own description."""
+
+    module: str
+    name: str
+    data: str  # JITFunction's specialization_data: JSON
+
+
+# -- the GPU worker's side --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def recording(sink: Callable[[Specialisation], None]) -> Iterator[None]:
+    """Within: a launch of a Triton kernel (each config of an autotuner) passes its specialisation
+    to `sink` and neither compiles nor runs anything."""
+    from triton import knobs
+
+    def hook(**kwargs: Any) -> bool:
+        fn, compile_ = kwargs["fn"], kwargs["compile"]
+        sink(Specialisation(module=fn.module, name=fn.name, data=compile_["specialization_data"]))
+        return True
+
+    saved = knobs.runtime.jit_cache_hook
+    knobs.runtime.jit_cache_hook = hook
+    try:
+        with compile_only():
+            yield
+    finally:
+        knobs.runtime.jit_cache_hook = saved
+
+
+def record(kernel_fn: Callable[..., Any], inputs: Callable[[], list[Any]]) -> list[Specialisation]:
+    """The specialisations one call of `kernel_fn(*inputs())` launches (none when it fails)."""
+    import torch
+
+    found: list[Specialisation] = []
+    try:
+        with recording(found.append):
+            kernel_fn(*inputs())
+    except Exception:  # noqa: BLE001 - the case meets it again when it runs, and reports it
+        pass
+    finally:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return list(dict.fromkeys(found))
+
+
+class CompilePool:
+    """The GPU worker's end: hands each specialisation, once, to the next free compile process,
+    and says which are compiled (or failed: then the worker compiles it itself)."""
+
+    def __init__(self, address: str, authkey: bytes, hello: dict[str, Any], expected: int):
+        from multiprocessing.connection import Listener
+
+        self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
+        self._hello = hello
+        self._expected = expected
+        self._jobs: queue.Queue[Specialisation | None] = queue.Queue()
+        self._state: dict[Specialisation, str] = {}  # "queued", "compiling", "done", "failed"
+        self._changed = threading.Condition()
+        self._connected = 0
+        self._serving = 0
+        self._closed = False
+        self._opened = time.monotonic()
+        self.compile_seconds: dict[Specialisation, float] = {}
+        self.first_compiles: list[float] = []  # each process's first compile (its compiler's first use)
+        self.recorded_s = 0.0  # the recording pass, in this process
+        threading.Thread(target=self._accept, name="compile-pool-accept", daemon=True).start()
+
+    # Each compile process gets one thread here, pulling the next specialisation when it is free.
+    def _accept(self) -> None:
+        for _ in range(self._expected):
+            try:
+                conn = self._listener.accept()
+            except Exception:  # noqa: BLE001 - closed, or a peer without the key: stop accepting
+                return
+            with self._changed:
+                self._connected += 1
+                self._serving += 1
+            threading.Thread(target=self._serve, args=(conn,), name="compile-pool-conn", daemon=True).start()
+
+    def _serve(self, conn: Any) -> None:
+        job: Specialisation | None = None
+        first = True
+        try:
+            conn.send(self._hello)
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    self._jobs.put(None)  # for the other connections
+                    conn.send(None)
+                    return
+                self._mark(job, "compiling")
+                conn.send((job.module, job.name, job.data))
+                if not conn.poll(JOB_LIMIT_S):
+                    raise OSError("a compile process stopped answering")
+                ok, seconds = conn.recv()
+                self.compile_seconds[job] = seconds
+                if first:
+                    self.first_compiles.append(seconds)
+                    first = False
+                self._mark(job, "done" if ok else "failed")
+                job = None
+        except (EOFError, OSError):
+            if job is not None:
+                self._mark(job, "failed")
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+            with self._changed:
+                self._serving -= 1
+                self._changed.notify_all()
+
+    def _mark(self, job: Specialisation, state: str) -> None:
+        with self._changed:
+            self._state[job] = state
+            self._changed.notify_all()
+
+    def submit(self, specs: Iterable[Specialisation]) -> None:
+        for spec in specs:
+            with self._changed:
+                if spec in self._state:
+                    continue
+                self._state[spec] = "queued"
+            self._jobs.put(spec)
+
+    def _settled(self, spec: Specialisation) -> bool:
+        return self._state.get(spec, "done") in ("done", "failed")
+
+    def _nobody_left(self) -> bool:
+        """No compile process is (or will be) serving: what is not compiled, the worker compiles itself."""
+        if self._closed:
+            return True
+        if self._connected == 0:
+            return time.monotonic() - self._opened > CONNECT_WAIT_S
+        return self._serving == 0
+
+    def wait_any(self, groups: list[list[Specialisation]]) -> int:
+        """The index of the first group whose specialisations are all compiled (or given up on)."""
+        with self._changed:
+            while True:
+                for n, group in enumerate(groups):
+                    if all(self._settled(s) for s in group):
+                        return n
+                if self._nobody_left():
+                    return 0
+                self._changed.wait(0.05)
+
+    def in_compiled_order(self, items: list[Any], specs: list[list[Specialisation]]) -> Iterator[Any]:
+        """`items`, each once its specialisations are compiled: the first ready first, else in order."""
+        pending = list(zip(items, specs))
+        while pending:
+            n = self.wait_any([group for _, group in pending])
+            item, _ = pending.pop(n)
+            yield item
+
+    def ahead(self, km: Any, cases: list[Any], later: list[Any] = ()) -> Iterator[Any]:
+        """Record what `cases` (then `later`, a benchmark's) compile, hand it all out, and return `cases`
+        in the order they become ready to run."""
+        started = time.perf_counter()
+        specs = []
+        for case in cases:
+            specs.append(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
+            self.submit(specs[-1])
+        for case in later:
+            self.submit(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
+        self.recorded_s = time.perf_counter() - started
+        return self.in_compiled_order(cases, specs)
+
+    def close(self, wait: bool = False) -> None:
+        """No more work: each compile process is told so after its current compile (`wait`: until every
+        queued compile is over), and exits."""
+        if wait:
+            with self._changed:
+                while not all(self._settled(s) for s in self._state) and not self._nobody_left():
+                    self._changed.wait(0.05)
+        self._jobs.put(None)
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+
+    def summary(self) -> dict[str, Any]:
+        with self._changed:
+            states = list(self._state.values())
+        times = list(self.compile_seconds.values())
+        later = sorted(set(times) - set(self.first_compiles)) or [0.0]
+        return {"specialisations": len(states), "compiled": states.count("done"), "failed": states.count("failed"),
+                "processes": self._connected, "compile_s": round(sum(times), 3), "recorded_s": round(self.recorded_s, 3),
+                "first_compile_s": round(max(self.first_compiles or [0.0]), 3),
+                "later_compile_s": round(later[len(later) // 2], 3)}
+
+    def describe(self) -> str:
+        s = self.summary()
+        text = (f"{s['compiled']} of {s['specialisations']} kernel specialisations compiled by {s['processes']} "
+                f"processes beside the GPU worker ({s['compile_s']:.2f} s of compiling so far; recorded in "
+                f"{s['recorded_s']:.3f} s; slowest first compile {s['first_compile_s']:.2f} s, later ones "
+                f"{s['later_compile_s']:.2f} s)")
+        return text + (f"; {s['failed']} left to the GPU worker" if s["failed"] else "")
+
+
+def target_of_this_process() -> list[Any]:
+    """The GPU target Triton compiles for here, as (backend, arch, warp size)."""
+    from triton.runtime.driver import driver
+
+    target = driver.active.get_current_target()
+    return [target.backend, target.arch, target.warp_size]
+
+
+# -- the compile process ----------------------------------------------------------------------
+
+
+def warm_compiler_for(target: list) -> None:
+    """In the fork template, once the target is known: one compile for it (nothing launched, no CUDA), so the
+    compile processes forked afterwards inherit a compiler past its first use (H100: a process's first compile
+    took 0.41 s where later ones took 0.19 s). Leaves no compiled kernel behind in the template."""
+    import tempfile
+
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    from .compiler_warmup import _bump
+
+    if not hasattr(driver, "_active"):
+        return  # a Triton whose driver cannot be swapped back without asking CUDA: skip the head start
+    saved_driver, saved_cache = driver._active, os.environ.get("TRITON_CACHE_DIR")
+    driver.set_active(CompileOnlyDriver(GPUTarget(*target)))
+    try:
+        with tempfile.TemporaryDirectory(prefix="workbench-warmup-") as scratch:
+            os.environ["TRITON_CACHE_DIR"] = scratch
+            _bump.warmup(torch.zeros(16), 16, STEP=3, BLOCK=16, grid=(1,))
+    finally:
+        driver._active = saved_driver  # never driver.reset_active(): that would bring CUDA up in the template
+        _bump.device_caches.clear()
+        if saved_cache is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved_cache
+
+
+class CompileOnlyDriver:
+    """What Triton's JIT asks of the active driver while it compiles, answered without CUDA: the
+    target comes from the GPU worker. Launching anything with it fails, as it must here."""
+
+    def __init__(self, target: Any):
+        self._target = target
+
+    def get_current_target(self) -> Any:
+        return self._target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_active_torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", 0)
+
+    def get_device_interface(self) -> Any:
+        import torch
+
+        return torch.cuda
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"a compile process has no GPU (Triton asked its driver for {name!r})")
+
+
+def find_jit_function(module: Any, qualname: str) -> Any:
+    """The JITFunction `qualname` names in `module` (through autotuner/heuristics wrappers)."""
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    while not hasattr(obj, "preload") and hasattr(obj, "fn"):
+        obj = obj.fn
+    return obj
+
+
+def serve_compiles() -> int:
+    """A compile process's life: wait for the run's line, connect to its GPU worker, import kernel.py
+    as the worker named it, compile what it is handed until told there is no more."""
+    from multiprocessing.connection import Client
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # a spare let go unused
+    order = json.loads(line)
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        try:
+            conn = Client(order["address"], family="AF_UNIX", authkey=bytes.fromhex(order["authkey"]))
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() > deadline:
+                return 0
+            time.sleep(0.002)
+    with conn:
+        hello = conn.recv()
+        from triton.backends.compiler import GPUTarget
+        from triton.runtime.driver import driver
+
+        driver.set_active(CompileOnlyDriver(GPUTarget(*hello["target"])))
+        os.environ.update(hello["env"])  # the run's Triton cache (and its cache manager)
+        modules = _import_kernel(hello["kernel_path"], hello["module"])
+        while True:
+            job = conn.recv()
+            if job is None:
+                return 0
+            module, name, data = job
+            started = time.perf_counter()
+            try:
+                find_jit_function(modules.get(module) or sys.modules[module], name).preload(data)
+                ok = True
+            except Exception:  # noqa: BLE001 - the GPU worker compiles it itself and reports what fails
+                ok = False
+            conn.send((ok, round(time.perf_counter() - started, 4)))
+
+
+def _import_kernel(path: str, name: str) -> dict[str, Any]:
+    from pathlib import Path
+
+    from ..project.contract import ContractError, load_kernel
+
+    try:
+        return {name: load_kernel(Path(path), module_name=name).module}
+    except ContractError:
+        return {}
