@@ -7,7 +7,10 @@ run), the run history, the last verdict. It is git-ignored by the scaffold.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from .config import ProjectConfig, load_config
 KERNEL_FILE = "kernel.py"
 CONFIG_FILE = "workbench.toml"
 STATE_DIR = ".workbench"
+_retired = itertools.count()  # names for Triton caches being deleted
 
 
 class ProjectError(Exception):
@@ -74,9 +78,23 @@ class Project:
         return source_hash(self.kernel_path.read_bytes())
 
     def clear_triton_cache(self) -> None:
-        """Remove this project's own Triton cache; never ~/.triton."""
-        shutil.rmtree(self.triton_cache_dir, ignore_errors=True)
-        self.triton_cache_dir.mkdir(parents=True, exist_ok=True)
+        """Start this project's own Triton cache afresh; never ~/.triton. The old one is renamed away at once
+        and deleted on a thread: a save's run need not wait for hundreds of unlinks (0.14 s on a GPU host),
+        and a cancelled worker still writing lands in the renamed folder, not in the new run's."""
+        cache = self.triton_cache_dir
+        for old in cache.parent.glob(f"{cache.name}.old-*"):  # left by an exit mid-delete (ours are on a thread)
+            if not old.name.startswith(f"{cache.name}.old-{os.getpid()}-"):
+                shutil.rmtree(old, ignore_errors=True)
+        if cache.exists():
+            retired = cache.with_name(f"{cache.name}.old-{os.getpid()}-{next(_retired)}")
+            try:
+                cache.rename(retired)
+            except OSError:
+                shutil.rmtree(cache, ignore_errors=True)
+            else:
+                threading.Thread(target=shutil.rmtree, args=(retired, True), name="workbench-cache-delete",
+                                 daemon=True).start()
+        cache.mkdir(parents=True, exist_ok=True)
 
     def ensure_state_dir(self) -> Path:
         self.state_dir.mkdir(parents=True, exist_ok=True)
