@@ -53,6 +53,7 @@ MIN_WIDTH, MIN_HEIGHT = 100, 28
 TABS = ("bench", "autotune", "changes", "log", "history", "profile")
 # Events that mean the new run has something of its own to show (until then the old results stay, stale).
 QUIET_EVENTS = (WorkerReady, LogLine, StageChanged)
+BENCH_PANELS = frozenset({"status", "bench", "autotune", "log"})  # what events after the verdict redraw
 
 
 def load_profilers(pm: Any) -> dict[str, Any]:
@@ -94,6 +95,7 @@ class WorkbenchApp(Actions, App):
         self.bench_times: dict[str, dict[int, float]] = {}  # history record id -> kernel ms per bench case
         self.timeline: list[tuple[str, int, str, float]] = []  # (failure|verdict|bench, run id, source hash, shown at)
         self.recorded: set[int] = set()  # run ids whose outcome is in the history (after RunDone)
+        self._render_due: set[str] = set()  # panels a burst of benchmark events changed, drawn once (render_soon)
         self.profilers = load_profilers(pm)
         self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
         self._stop_watching = threading.Event()
@@ -205,8 +207,7 @@ class WorkbenchApp(Actions, App):
 
     def on_save_accepted(self, message: SaveAccepted) -> None:
         self.session.last_save = message.save
-        self.submit("save", save=message.save)
-        self.refresh_changes(message.save.source)
+        self.submit("save", save=message.save)  # the Changes tab follows at RunStarted, off the save's path
 
     def on_files_gone(self, message: FilesGone) -> None:
         self.session.missing = message.paths
@@ -239,14 +240,21 @@ class WorkbenchApp(Actions, App):
         if run is not session.current and not isinstance(event, QUIET_EVENTS):
             session.current = run
             changed |= {"cases", "bench", "autotune"}
-        if isinstance(event, RunStarted) and run.request.save is None:
-            self.refresh_changes(None)
+        if isinstance(event, RunStarted):
+            # Reading the history competes with the run's start for this process: done once the worker has the job.
+            self.refresh_changes(run.request.save.source if run.request.save else None)
         if run.bench_shown:
             session.benched = run
         if isinstance(event, RunFinished):
             self._learn_configs(run)
         self._log_event(event, run)
-        self.render_run(changed)
+        if changed <= BENCH_PANELS and not self._render_due:
+            self.render_soon(changed)  # the benchmark's events follow the verdict within milliseconds
+        elif changed <= BENCH_PANELS:
+            self._render_due |= changed
+        else:
+            self.render_run(changed | self._render_due)
+            self._render_due = set()
         for panel in self._event_panels():
             try:
                 panel.workbench_event(event)
@@ -346,6 +354,18 @@ class WorkbenchApp(Actions, App):
 
     def render_status(self) -> None:
         self.query_one(StatusBar).show(self.session)
+
+    def render_soon(self, changed: set[str]) -> None:
+        """Draw `changed` once the messages already queued are handled: a burst of benchmark events (the
+        GPU facts, the stage, the first rows) is drawn once, after the frame that shows the verdict."""
+        self._render_due |= changed
+
+        def draw() -> None:
+            due, self._render_due = self._render_due, set()
+            if due:
+                self.render_run(due)
+
+        self.call_later(draw)
 
     def render_run(self, changed: set[str]) -> None:
         self.render_status()
