@@ -52,6 +52,7 @@ from workbench.core.events import (
     BenchResult,
     CaseResult,
     DeviceFacts,
+    LogLine,
     RunStarted,
     StageChanged,
     WorkerReady,  # noqa: E402
@@ -192,6 +193,15 @@ class RunnerTrace:
 
             setattr(cls, name, wrapper)
 
+        from workbench.core.live import loop
+        from workbench.core.project import folder
+        from workbench.tui import app as app_module
+
+        bracket(loop.LiveLoop, "_run", "live loop run")
+        bracket(runner.Runner, "run", "runner.run")
+        bracket(folder.Project, "clear_triton_cache", "clear cache")
+        for name in ("read_records", "compare_with_history"):  # the Changes tab's work at each save
+            setattr(app_module, name, self.timed(getattr(app_module, name), name))
         bracket(runner.Runner, "cancel", "cancel")
         bracket(runner.Runner, "prewarm", "prewarm")
         bracket(runner.Runner, "_await_exits", "await exits")
@@ -209,6 +219,16 @@ class RunnerTrace:
             return original_send_line(self, line)
 
         runner.Runner._take_worker, workers.WorkerProcess.send_line = take, send_line
+
+    def timed(self, function, label):
+        def wrapper(*args, **kwargs):
+            self.mark(f"{label} start")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.mark(f"{label} end")
+
+        return wrapper
 
     def between(self, start: float, end: float) -> list[tuple[float, str]]:
         with self._lock:
@@ -245,6 +265,7 @@ class SaveTimes:
     verify_work_s: float = 0.0  # the worker's own time on the verification cases
     bench_results: list[float] = field(default_factory=list)  # arrival of each benchmark row
     bench_phases: list[dict] = field(default_factory=list)  # each row's BenchResult.phases
+    compile_note: str = ""  # the compile processes' account (run/compile_pool.py), when the run had them
 
     def mark(self, name: str, when: float) -> None:
         self.arrivals.setdefault(name, when)
@@ -276,6 +297,8 @@ class TimedApp(WorkbenchApp):
                 watched.mark("verified", now)
             elif "verified" in watched.arrivals and isinstance(event, (WorkerReady, RunStarted)):
                 watched.mark(f"bench {type(event).__name__}", now)  # the benchmark's own worker
+            elif isinstance(event, LogLine) and "specialisations compiled" in event.text:
+                watched.compile_note = event.text
             elif isinstance(event, BenchResult):
                 watched.bench_results.append(now)
                 watched.bench_phases.append(dict(event.phases))
@@ -344,6 +367,7 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
                 "bench_cases": len(run.bench),
                 "references_reused": sum(REUSED_REFERENCE_NOTE in b.notes for b in run.bench),
                 "bench_note": next((p.message for p in run.bench_problems), ""),
+                "compile_note": times.compile_note,
             }
             if TRACE is not None:
                 row["trace"] = TRACE.between(times.saved, times.arrivals.get("RunFinished", time.time()))
@@ -353,7 +377,8 @@ async def workbench_loop(project: Project, saves: int, timeout: float, screensho
             rows.append(row)
             print(f"  save {n + 1}: verdict {row['verdict']} in {row['verdict_s']:.2f} s"
                   + (f", first bench row {row['first_bench_s']:.2f} s, bench complete {row['bench_done_s']:.2f} s"
-                     if row["first_bench_s"] is not None else ", no benchmark"), flush=True)
+                     if row["first_bench_s"] is not None else ", no benchmark")
+                  + (f"\n    {times.compile_note}" if times.compile_note else ""), flush=True)
         for n in range(broken_saves):
             await pilot.pause(1.0)
             times = await watched_save(broken(base, n), "failure", "the first failing case")
