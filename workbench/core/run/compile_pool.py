@@ -361,26 +361,32 @@ def serve_compiles() -> int:
             if time.monotonic() > deadline:
                 return 0
             time.sleep(0.002)
-    with conn:
-        hello = conn.recv()
-        from triton.backends.compiler import GPUTarget
-        from triton.runtime.driver import driver
+    with conn, contextlib.suppress(EOFError, OSError):  # the GPU worker gone (killed, crashed): so is this
+        return _compile_for(conn)
+    return 0
 
-        driver.set_active(CompileOnlyDriver(GPUTarget(*hello["target"])))
-        os.environ.update(hello["env"])  # the run's Triton cache (and its cache manager)
-        modules = _import_kernel(hello["kernel_path"], hello["module"])
-        while True:
-            job = conn.recv()
-            if job is None:
-                return 0
-            module, name, data = job
-            started = time.perf_counter()
-            try:
-                find_jit_function(modules.get(module) or sys.modules[module], name).preload(data)
-                ok = True
-            except Exception:  # noqa: BLE001 - the GPU worker compiles it itself and reports what fails
-                ok = False
-            conn.send((ok, round(time.perf_counter() - started, 4)))
+
+def _compile_for(conn: Any) -> int:
+    """Compile what the GPU worker hands out, one specialisation at a time, until it says there is no more."""
+    hello = conn.recv()
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    driver.set_active(CompileOnlyDriver(GPUTarget(*hello["target"])))
+    os.environ.update(hello["env"])  # the run's Triton cache (and its cache manager)
+    modules = _import_kernel(hello["kernel_path"], hello["module"])
+    while True:
+        job = conn.recv()
+        if job is None:
+            return 0
+        module, name, data = job
+        started = time.perf_counter()
+        try:
+            find_jit_function(modules.get(module) or sys.modules[module], name).preload(data)
+            ok = True
+        except Exception:  # noqa: BLE001 - the GPU worker compiles it itself and reports what fails
+            ok = False
+        conn.send((ok, round(time.perf_counter() - started, 4)))
 
 
 def _import_kernel(path: str, name: str) -> dict[str, Any]:
