@@ -192,17 +192,16 @@ def test_the_runner_starts_the_compile_processes_and_points_them_at_the_worker(m
     failed, and every case is still handed on (the GPU worker would compile it itself)."""
     import kernels
 
-    from workbench.core.run.runner import Runner
+    from workbench.core.run.runner import Runner, new_compile_pool, served_by
     from workbench.core.stage import Job
 
     project = make_project(kernels.GOOD)
     runner = Runner(interpret=True, parallel=2)
     os.environ["WORKBENCH_COMPILE_PROCESSES"] = "3"
     try:
-        job, starting = runner._with_compile_processes(Job(kernel_path=str(project / "kernel.py"),
-                                                           stages=["verify", "bench"]))
-        starting.start()  # what the runner does once the GPU worker has the job
-        compilers = starting.started()
+        job = served_by(Job(kernel_path=str(project / "kernel.py"), stages=["verify", "bench"]), new_compile_pool())
+        compilers = []
+        runner._start_compile_processes(job.options["compile_pool"], compilers)  # once the GPU worker has the job
         pool_options = job.options["compile_pool"]
         assert job.options["gpu_gate"] and pool_options["processes"] == 3 == len(compilers)
         pool = compile_pool.CompilePool(pool_options["address"], bytes.fromhex(pool_options["authkey"]),
@@ -262,3 +261,17 @@ def test_a_run_falls_back_to_shards_when_the_worker_says_triton_cannot_compile_e
     finally:
         runner.close()
 
+
+
+def test_a_runner_whose_workers_run_elsewhere_never_starts_compile_processes():
+    """Ray's actors run on other machines: compile processes forked here could not reach them."""
+    from workbench.core.run.runner import Runner
+
+    class Elsewhere(Runner):
+        compiles_beside_workers = False
+
+        def _new_worker(self, gpu=None, role=""):
+            raise AssertionError("no worker is asked for: the answer needs none")
+
+    runner = Elsewhere(interpret=True, parallel=2)
+    assert runner._pooling_possible() is False and runner._compile_target == []

@@ -248,10 +248,8 @@ class WorkbenchApp(Actions, App):
         if isinstance(event, RunFinished):
             self._learn_configs(run)
         self._log_event(event, run)
-        if changed <= BENCH_PANELS and not self._render_due:
+        if changed <= BENCH_PANELS:
             self.render_soon(changed)  # the benchmark's events follow the verdict within milliseconds
-        elif changed <= BENCH_PANELS:
-            self._render_due |= changed
         else:
             self.render_run(changed | self._render_due)
             self._render_due = set()
@@ -358,11 +356,14 @@ class WorkbenchApp(Actions, App):
     def render_soon(self, changed: set[str]) -> None:
         """Draw `changed` once the messages already queued are handled: a burst of benchmark events (the
         GPU facts, the stage, the first rows) is drawn once, after the frame that shows the verdict."""
+        pending = bool(self._render_due)
         self._render_due |= changed
+        if pending:
+            return  # a draw is already queued: it takes these too
 
         def draw() -> None:
             due, self._render_due = self._render_due, set()
-            if due:
+            if due:  # empty: a full render_run came first and drew them
                 self.render_run(due)
 
         self.call_later(draw)

@@ -269,6 +269,8 @@ class RayRunner(Runner):
     # Its stages after verification start once the shards are gone: an actor elsewhere takes no GPU-gate
     # line, and its GPU is not the shards' anyway.
     early_benchmark = False
+    # Its workers run on other machines: compile processes forked here could not reach them.
+    compiles_beside_workers = False
 
     def __init__(self, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
                  actor_options: dict[str, Any] | None = None, connected_here: bool = False):

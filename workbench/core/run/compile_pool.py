@@ -94,17 +94,12 @@ def recording(sink: Callable[[Specialisation], None]) -> Iterator[None]:
 
 def record(kernel_fn: Callable[..., Any], inputs: Callable[[], list[Any]]) -> list[Specialisation]:
     """The specialisations one call of `kernel_fn(*inputs())` launches (none when it fails)."""
-    import torch
-
     found: list[Specialisation] = []
     try:
         with recording(found.append):
             kernel_fn(*inputs())
     except Exception:  # noqa: BLE001 - the case meets it again when it runs, and reports it
         pass
-    finally:
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
     return list(dict.fromkeys(found))
 
 
@@ -119,14 +114,14 @@ class CompilePool:
         self._hello = hello
         self._expected = expected
         self._jobs: queue.Queue[Specialisation | None] = queue.Queue()
-        self._state: dict[Specialisation, str] = {}  # "queued", "compiling", "done", "failed"
+        self._state: dict[Specialisation, str] = {}  # "queued", "done", "failed"
         self._changed = threading.Condition()
         self._connected = 0
         self._serving = 0
         self._closed = False
         self._opened = time.monotonic()
-        self.compile_seconds: dict[Specialisation, float] = {}
-        self.first_compiles: list[float] = []  # each process's first compile (its compiler's first use)
+        self.first_compiles: list[float] = []  # seconds of each process's first compile (its compiler's first use)
+        self.later_compiles: list[float] = []  # ... and of the others
         self.recorded_s = 0.0  # the recording pass, in this process
         threading.Thread(target=self._accept, name="compile-pool-accept", daemon=True).start()
 
@@ -144,7 +139,7 @@ class CompilePool:
 
     def _serve(self, conn: Any) -> None:
         job: Specialisation | None = None
-        first = True
+        compiled = self.first_compiles
         try:
             conn.send(self._hello)
             while True:
@@ -153,15 +148,12 @@ class CompilePool:
                     self._jobs.put(None)  # for the other connections
                     conn.send(None)
                     return
-                self._mark(job, "compiling")
                 conn.send((job.module, job.name, job.data))
                 if not conn.poll(JOB_LIMIT_S):
                     raise OSError("a compile process stopped answering")
                 ok, seconds = conn.recv()
-                self.compile_seconds[job] = seconds
-                if first:
-                    self.first_compiles.append(seconds)
-                    first = False
+                compiled.append(seconds)
+                compiled = self.later_compiles
                 self._mark(job, "done" if ok else "failed")
                 job = None
         except (EOFError, OSError):
@@ -217,9 +209,11 @@ class CompilePool:
             item, _ = pending.pop(n)
             yield item
 
-    def ahead(self, km: Any, cases: list[Any], later: list[Any] = ()) -> Iterator[Any]:
+    def ahead(self, km: Any, cases: list[Any], later: list[Any]) -> Iterator[Any]:
         """Record what `cases` (then `later`, a benchmark's) compile, hand it all out, and return `cases`
         in the order they become ready to run."""
+        import torch
+
         started = time.perf_counter()
         specs = []
         for case in cases:
@@ -227,6 +221,7 @@ class CompilePool:
             self.submit(specs[-1])
         for case in later:
             self.submit(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
+        torch.cuda.empty_cache()  # the recorded cases' inputs (a benchmark's can be large): once, not per case
         self.recorded_s = time.perf_counter() - started
         return self.in_compiled_order(cases, specs)
 
@@ -247,10 +242,10 @@ class CompilePool:
     def summary(self) -> dict[str, Any]:
         with self._changed:
             states = list(self._state.values())
-        times = list(self.compile_seconds.values())
-        later = sorted(set(times) - set(self.first_compiles)) or [0.0]
+        later = sorted(self.later_compiles) or [0.0]
         return {"specialisations": len(states), "compiled": states.count("done"), "failed": states.count("failed"),
-                "processes": self._connected, "compile_s": round(sum(times), 3), "recorded_s": round(self.recorded_s, 3),
+                "processes": self._connected, "recorded_s": round(self.recorded_s, 3),
+                "compile_s": round(sum(self.first_compiles) + sum(self.later_compiles), 3),
                 "first_compile_s": round(max(self.first_compiles or [0.0]), 3),
                 "later_compile_s": round(later[len(later) // 2], 3)}
 

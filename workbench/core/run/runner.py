@@ -9,6 +9,7 @@ on is reported as failed and the remaining cases resume in a fresh worker.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -94,6 +95,8 @@ class Runner:
 
     # A sharded run's benchmark worker starts when the verdict is in and waits at the GPU gate (see run()).
     early_benchmark = True
+    # Workers run on this machine, so compile processes forked here can reach them (run/compile_pool.py).
+    compiles_beside_workers = True
 
     def __init__(self, interpret: bool = False, keep_warm: bool = False, env: dict[str, str] | None = None,
                  python: str = sys.executable, launcher: Sequence[str] = (), parallel: int = 1,
@@ -117,12 +120,14 @@ class Runner:
 
     # -- worker supply -------------------------------------------------------------------
 
-    def _new_worker(self, gpu: GpuSlot | None = None) -> WorkerProcess:
+    def _new_worker(self, gpu: GpuSlot | None = None, role: str = "") -> WorkerProcess:
+        """A worker on `gpu`; `role`: another life for the process (compile_pool.ROLE: a compile process)."""
         with self._forkserver_lock:  # prewarm calls this under self._lock
             if self._forkserver is None and forkserver_wanted(self.launcher):
                 self._forkserver = ForkServer(worker_env(self.env), self.python)
             forkserver = self._forkserver
-        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, forkserver, gpu=gpu)
+        env = {**self.env, "WORKBENCH_ROLE": role} if role else self.env
+        return WorkerProcess(self.interpret, env, self.python, self.launcher, forkserver, gpu=gpu)
 
     def _gpu_for(self, shard: int) -> GpuSlot | None:
         return self.gpus[shard % len(self.gpus)] if self.gpus else None
@@ -236,10 +241,12 @@ class Runner:
         limits = (timeout_s, interpret_timeout_s)
         rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
         sharded = self.parallel > 1 and "verify" in job.stages and job.case_indices != []
-        compilers: CompileProcesses | None = None
+        pool: dict | None = None  # the compile processes' address, key and count
+        compilers: list[WorkerProcess] = []
         if sharded and self._pooling_possible():
             sharded = False
-            job, compilers = self._with_compile_processes(job)
+            pool = new_compile_pool()
+            job = served_by(job, pool)
         requeued: list[Requeued] = []
         gated = self.early_benchmark and sharded and "bench" in rest and len(self.gpus) < 2
         early = EarlyStart(lambda: self._run_after_verification(replace(job, stages=rest, options={
@@ -283,18 +290,18 @@ class Runner:
                     requeued.append(event)
                 relay(event)
 
-            if compilers is not None:
+            start_compilers: Callable[[], None] | None = None
+            if pool is not None:
                 threading.Thread(target=self._free_gpu_once_spares_warm, args=(self._gpu_free,), name="gpu-free",
                                  daemon=True).start()
-            try:
                 # The compile processes start once the GPU worker has its job, before its events reach the
                 # app: started on a thread instead, they waited on the app's rendering (0.45 s on an H100 host).
-                start_compilers = compilers.start if compilers is not None else None
+                start_compilers = functools.partial(self._start_compile_processes, pool, compilers)
+            try:
                 self._run_with_restarts(job, watch, limits, after_send=start_compilers)
             finally:
-                if compilers is not None:
-                    for compiler in compilers.started():
-                        self._release(compiler)
+                for compiler in compilers:
+                    self._release(compiler)
         # What follows verification (the benchmark) runs once every case passed: after the shards, or after
         # a worker lost during verification had its re-queued cases run alone (the job's own stages stopped).
         if (sharded or requeued) and rest and tally.exit_code == 0 and not self._cancelled.is_set() \
@@ -306,7 +313,7 @@ class Runner:
             finished = replace(finished, verdict="cancelled")
         # After the benchmark: the spares it did not let start beside it. A cancelled pooled run leaves its
         # replacement to the run that overtook it (one spare is left), not beside that run's compiles.
-        if self.keep_warm and (self.gpus or compilers is not None) and not self._cancelled.is_set():
+        if self.keep_warm and (self.gpus or pool is not None) and not self._cancelled.is_set():
             self.prewarm()
         on_event(finished)
         return finished
@@ -316,7 +323,8 @@ class Runner:
         workers forked from the template, and a GPU worker that says Triton can (its compile target). The
         first run asks a spare, and from then on the runner keeps the spares a pooled run needs."""
         if self._compile_target is None:
-            if self.launcher or len(self.gpus) > 1 or not compile_pool.wanted() or not forkserver_wanted(self.launcher):
+            if (not self.compiles_beside_workers or len(self.gpus) > 1 or not compile_pool.wanted()
+                    or not forkserver_wanted(self.launcher)):
                 self._compile_target = []
                 return False
             with self._lock:
@@ -352,31 +360,19 @@ class Runner:
         for worker in unused:
             threading.Thread(target=worker.close_unused, daemon=True).start()
 
-    def _with_compile_processes(self, job: Job) -> tuple[Job, "CompileProcesses"]:
-        """`job` for one GPU worker serving a compile pool, and the pool's processes (started once the worker has
-        the job, each told where to connect): a fresh address and key per run."""
-        address = f"\0workbench-compile-{os.getpid()}-{os.urandom(6).hex()}"
-        authkey = os.urandom(16).hex()
-        count = compile_processes()
-
-        def start_one() -> WorkerProcess | None:
+    def _start_compile_processes(self, pool: dict, started: list[WorkerProcess]) -> None:
+        """The run's compile processes, forked into `started` and told where to connect (none more once the
+        run is cancelled)."""
+        order = json.dumps({"address": pool["address"], "authkey": pool["authkey"]})
+        for _ in range(pool["processes"]):
             if self._cancelled.is_set():
-                return None
-            with self._forkserver_lock:
-                if self._forkserver is None:
-                    self._forkserver = ForkServer(worker_env(self.env), self.python)
-                forkserver = self._forkserver
-            compiler = WorkerProcess(self.interpret, {**self.env, "WORKBENCH_ROLE": compile_pool.ROLE}, self.python,
-                                     (), forkserver)
+                break
+            process = self._new_worker(role=compile_pool.ROLE)
             with contextlib.suppress(OSError, ValueError):
-                compiler.send_line(json.dumps({"address": address, "authkey": authkey}))
+                process.send_line(order)
             with self._lock:
-                self._active.add(compiler)
-            return compiler
-
-        pool = {"address": address, "authkey": authkey, "processes": count}
-        return (replace(job, options={**job.options, "compile_pool": pool, "gpu_gate": True}),
-                CompileProcesses(start_one, count))
+                self._active.add(process)
+            started.append(process)
 
     def _free_gpu_once_spares_warm(self, gpu_free: threading.Event) -> None:
         """A pooled run's benchmark times once the spares started after the last run are warm."""
@@ -585,25 +581,6 @@ class Runner:
         return verification_of(job, [i for i in planned if i not in done])
 
 
-class CompileProcesses:
-    """A pooled run's compile processes: `start()` starts `count` of them through `start_one` (None: the run
-    was cancelled); `started()`, every one started (none when `start` never ran)."""
-
-    def __init__(self, start_one: Callable[[], WorkerProcess | None], count: int):
-        self._start_one, self._count = start_one, count
-        self._processes: list[WorkerProcess] = []
-
-    def start(self) -> None:
-        for _ in range(self._count - len(self._processes)):
-            process = self._start_one()
-            if process is None:
-                return
-            self._processes.append(process)
-
-    def started(self) -> list[WorkerProcess]:
-        return list(self._processes)
-
-
 class EarlyStart:
     """A run's stages after verification, started on a thread at most once (when the verdict is in)."""
 
@@ -620,6 +597,19 @@ class EarlyStart:
 
     def join(self) -> None:
         self._thread.join()
+
+
+def new_compile_pool() -> dict:
+    """A run's compile pool (run/compile_pool.py): a fresh abstract-socket address and key, and how many
+    processes compile."""
+    return {"address": f"\0workbench-compile-{os.getpid()}-{os.urandom(6).hex()}", "authkey": os.urandom(16).hex(),
+            "processes": compile_processes()}
+
+
+def served_by(job: Job, pool: dict) -> Job:
+    """`job` for one GPU worker serving the compile processes of `pool`; its benchmark times once the
+    runner opens the GPU gate (spares warming are the only other GPU users)."""
+    return replace(job, options={**job.options, "compile_pool": pool, "gpu_gate": True})
 
 
 def verification_of(job: Job, cases: list[int]) -> Job | None:
