@@ -205,6 +205,7 @@ class RunnerTrace:
         bracket(runner.Runner, "cancel", "cancel")
         bracket(runner.Runner, "prewarm", "prewarm")
         bracket(runner.Runner, "_await_exits", "await exits")
+        bracket(runner.Runner, "_start_compile_processes", "fork compile processes")
         original_take, original_send_line = runner.Runner._take_worker, workers.WorkerProcess.send_line
 
         def take(self, gpu=None, timed=False):
@@ -214,8 +215,7 @@ class RunnerTrace:
             return worker
 
         def send_line(self, line):
-            if line == "gpu":
-                trace.mark("gate opened")
+            trace.mark("gate opened" if line == "gpu" else "job sent")
             return original_send_line(self, line)
 
         runner.Runner._take_worker, workers.WorkerProcess.send_line = take, send_line
@@ -514,7 +514,13 @@ def main() -> int:
                         "taken; cancels, the GPU gate) for the first save and each mid-benchmark save")
     parser.add_argument("--profile", type=Path, help="profile every worker job into this folder (cProfile slows "
                         "the loop: read the shares with benchmarks/profile_summary.py, not the seconds)")
+    parser.add_argument("--gil-switch-interval", type=float, help="the app's GIL switch interval instead of its "
+                        "own (Python's default: 0.005)")
     args = parser.parse_args()
+    if args.gil_switch_interval:
+        from workbench.tui import app as app_module
+
+        app_module.GIL_SWITCH_INTERVAL_S = args.gil_switch_interval
     if args.profile:
         os.environ["WORKBENCH_PROFILE_DIR"] = str(args.profile.resolve())
     if args.trace:
@@ -603,11 +609,14 @@ def main() -> int:
     print(f"  watcher: save seen, debounced, hashed          {accepted:6.3f} s")
     print(f"  cancel old run, clear cache, warm worker ready {ready - accepted:6.3f} s")
     print(f"  worker imports kernel.py                       {started - ready:6.3f} s")
-    print(f"  verification cases, sharded over workers       {last_case - started:6.3f} s "
-          f"(the cases' own time, summed over the shards: {work_s:.3f} s)")
+    pooled = any(r["compile_note"] for r in wb_rows)  # one GPU worker, its compiling spread over compile processes
+    where = "one GPU worker, compile processes beside it" if pooled else "sharded over workers"
+    label = f"verification cases ({where})"
+    print(f"  {label:<47}{last_case - started:6.3f} s "
+          f"(the cases' own time{'' if pooled else ', summed over the shards'}: {work_s:.3f} s)")
     print(f"  verdict to screen                              {wb_verdict - last_case:6.3f} s")
-    print(f"  => the workbench's own path {own:.3f} s ({own / wb_verdict:.0%} of save -> verdict); the rest is the "
-          "shards compiling and running the verification battery")
+    print(f"  => the workbench's own path {own:.3f} s ({own / wb_verdict:.0%} of save -> verdict); the rest is "
+          f"{'Triton compiling' if pooled else 'the shards compiling'} and running the verification battery")
     if probe.get("skipped"):
         print("  (the compilation probe was skipped with the plain loop)")
     else:

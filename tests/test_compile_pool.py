@@ -88,7 +88,7 @@ from workbench.core.run import compile_pool
 
 compile_pool.CONNECT_WAIT_S = float(os.environ.get("CONNECT_WAIT_S", "5"))
 driver.set_active(compile_pool.CompileOnlyDriver(GPUTarget("cuda", 90, 32)))
-km = load_kernel(Path(sys.argv[1]))
+km = load_kernel(Path(sys.argv[1]), module_name=compile_pool.MODULE_NAME)
 m = km.module
 report = {}
 specs = {
@@ -103,16 +103,14 @@ report["same specialisation"] = specs["add"] == specs["add again"]
 report["nothing compiled here"] = not os.listdir(os.environ["TRITON_CACHE_DIR"])
 processes = int(os.environ["PROCESSES"])
 address, key = "\\0workbench-test-" + os.urandom(6).hex(), os.urandom(16)
-pool = compile_pool.CompilePool(address, key, {"target": ["cuda", 90, 32], "kernel_path": sys.argv[1],
-                                               "module": m.__name__,
-                                               "env": {"TRITON_CACHE_DIR": os.environ["TRITON_CACHE_DIR"]}},
-                                processes)
-env = dict(os.environ, WORKBENCH_ROLE="compile")
-children = [subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE, text=True,
-                             env=env) for _ in range(processes)]
-for child in children:
-    child.stdin.write(json.dumps({"address": address, "authkey": key.hex()}) + "\\n")
-    child.stdin.flush()
+pool = compile_pool.CompilePool(address, key, processes)
+env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_DIR"}  # the order names the run's cache
+env["WORKBENCH_ROLE"] = "compile"
+env[compile_pool.ORDER_ENV] = compile_pool.order_for({"address": address, "authkey": key.hex(),
+                                                      "target": ["cuda", 90, 32]}, sys.argv[1],
+                                                     os.environ["TRITON_CACHE_DIR"])
+children = [subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.DEVNULL, env=env)
+            for _ in range(processes)]
 names = list(specs)
 for name in names:
     pool.submit(specs[name])
@@ -158,6 +156,10 @@ def test_specialisations_are_recorded_then_compiled_once_each_by_compile_process
     assert report["exits"] == [0, 0]
     # The recording process finds every compiled specialisation in the cache, as a GPU worker then does.
     assert report["cache hits"] == [True] * 4
+    # Triton's own compilation listener accounts for the compiling, stage by stage.
+    stages = summary["stages_s"]
+    assert {"Python to TTIR", "LLVM IR", "ptxas"} <= set(stages) and all(v > 0 for v in stages.values())
+    assert sum(stages.values()) <= summary["compile_s"]
 
 
 def test_without_compile_processes_every_case_still_comes_and_nothing_is_compiled(tmp_path):
@@ -199,20 +201,18 @@ def test_the_runner_starts_the_compile_processes_and_points_them_at_the_worker(m
     runner = Runner(interpret=True, parallel=2)
     os.environ["WORKBENCH_COMPILE_PROCESSES"] = "3"
     try:
-        job = served_by(Job(kernel_path=str(project / "kernel.py"), stages=["verify", "bench"]), new_compile_pool())
-        compilers = []
-        runner._start_compile_processes(job.options["compile_pool"], compilers)  # once the GPU worker has the job
+        job = served_by(Job(kernel_path=str(project / "kernel.py"), stages=["verify", "bench"]),
+                        new_compile_pool(["cuda", 90, 32]))
+        compilers = runner._start_compile_processes(job.options["compile_pool"], job)  # once the GPU worker has the job
         pool_options = job.options["compile_pool"]
         assert job.options["gpu_gate"] and pool_options["processes"] == 3 == len(compilers)
-        pool = compile_pool.CompilePool(pool_options["address"], bytes.fromhex(pool_options["authkey"]),
-                                        {"target": ["cuda", 90, 32], "kernel_path": str(project / "kernel.py"),
-                                         "module": "workbench_kernel_0", "env": {}}, 3)
+        pool = compile_pool.CompilePool(pool_options["address"], bytes.fromhex(pool_options["authkey"]), 3)
         deadline = time.monotonic() + 120
         while pool.summary()["processes"] < 3:  # forked from the template, each connects with the key it was given
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        fake = [compile_pool.Specialisation("workbench_kernel_0", "no_such_kernel", "{}"),
-                compile_pool.Specialisation("workbench_kernel_0", "no_such_kernel", "[]")]
+        fake = [compile_pool.Specialisation(compile_pool.MODULE_NAME, "no_such_kernel", "{}"),
+                compile_pool.Specialisation(compile_pool.MODULE_NAME, "no_such_kernel", "[]")]
         pool.submit(fake)
         got = []
         reader = threading.Thread(target=lambda: got.extend(pool.in_compiled_order(["a", "b"], [fake[:1], fake])))
@@ -222,7 +222,7 @@ def test_the_runner_starts_the_compile_processes_and_points_them_at_the_worker(m
         pool.close(wait=True)
         assert pool.summary()["processes"] == 3 and pool.summary()["failed"] == 2
         for compiler in compilers:
-            assert compiler.proc.wait(timeout=30) == 0  # told there is no more: each exits by itself
+            assert compiler.wait(timeout=30) == 0  # told there is no more: each exits by itself
     finally:
         os.environ.pop("WORKBENCH_COMPILE_PROCESSES", None)
         runner.close()
@@ -275,3 +275,29 @@ def test_a_runner_whose_workers_run_elsewhere_never_starts_compile_processes():
 
     runner = Elsewhere(interpret=True, parallel=2)
     assert runner._pooling_possible() is False and runner._compile_target == []
+
+
+def test_cancelling_a_run_kills_its_compile_processes(make_project):
+    """Compile processes of a cancelled run must not go on compiling beside the next run's: cancel kills them
+    (here they would otherwise wait for a GPU worker that never comes, then exit by themselves)."""
+    import kernels
+
+    from workbench.core.run.runner import Runner, new_compile_pool
+    from workbench.core.stage import Job
+
+    project = make_project(kernels.GOOD)
+    runner = Runner(interpret=True, parallel=2)
+    os.environ["WORKBENCH_COMPILE_PROCESSES"] = "2"
+    try:
+        job = Job(kernel_path=str(project / "kernel.py"), stages=["verify"])
+        compilers = runner._start_compile_processes(new_compile_pool(["cuda", 90, 32]), job)
+        assert len(compilers) == 2
+        deadline = time.monotonic() + 120
+        while any(c.pid is None for c in compilers):  # forked by the template
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        runner.cancel()
+        assert [c.wait(timeout=30) for c in compilers] == [-9, -9]
+    finally:
+        os.environ.pop("WORKBENCH_COMPILE_PROCESSES", None)
+        runner.close()

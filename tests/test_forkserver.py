@@ -80,6 +80,25 @@ def test_workers_start_from_scratch_once_the_template_is_gone(server):
     assert first.wait(timeout=30) == -signal.SIGKILL  # its status went with the template: called killed
 
 
+def test_detached_children_come_from_one_request_and_from_scratch_once_the_template_is_gone(server):
+    """Compile processes are forked N at a time with no pipes (their order is in their environment; with none
+    they exit at once); without the template each is started as `python -m workbench.core.run.worker`."""
+    env = worker_env({"WORKBENCH_INTERPRET": "1", "WORKBENCH_ROLE": "compile"})
+    children = server.spawn_detached(env, 3)
+    assert [c.wait(timeout=120) for c in children] == [0, 0, 0]
+    assert len({c.pid for c in children}) == 3 and all(c._popen is None for c in children)  # forked
+    assert all(c.stdin is None and c.stdout is None for c in children)
+    server.proc.kill()
+    server.proc.wait()
+    deadline = time.monotonic() + 10
+    while server.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    later = server.spawn_detached(env, 2)
+    assert [c.wait(timeout=120) for c in later] == [0, 0]
+    assert all(c._popen is not None for c in later)  # started from scratch
+    assert server.spawn_detached(env, 0) == []
+
+
 def test_a_worker_killed_before_its_fork_is_killed_when_it_comes(server):
     proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     proc.kill()  # the template may still be warming: no pid yet

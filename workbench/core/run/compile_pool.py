@@ -23,7 +23,10 @@ met and reported there.
 
 Channel: `multiprocessing.connection` over a Linux abstract-namespace socket, with an
 authentication key; the runner chooses both per run and gives them to the GPU worker (in its
-job) and to each compile process (one line on its stdin).
+job) and to each compile process (in its environment, `order_for`). The order also names
+kernel.py, the module name the GPU worker imports it under, the GPU target and the run's Triton
+cache, so a compile process imports kernel.py while the GPU worker does, not after it. The
+runner forks all of a run's compile processes in one request to the template, with no pipes.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .precompile import compile_only
 
 ROLE = "compile"  # WORKBENCH_ROLE of a compile process (run/worker.py dispatches on it)
+ORDER_ENV = "WORKBENCH_COMPILE_ORDER"  # a compile process's order (`order_for`), in its environment
 CONNECT_WAIT_S = 5.0  # how long the first compile process may take to connect before the worker compiles alone
 JOB_LIMIT_S = 60.0  # a compile process silent this long on one specialisation is dropped; the worker compiles it
 DISABLE_ENV = "WORKBENCH_COMPILE_POOL"  # "0": verification sharded over GPU workers, as before
@@ -103,15 +107,23 @@ def record(kernel_fn: Callable[..., Any], inputs: Callable[[], list[Any]]) -> li
     return list(dict.fromkeys(found))
 
 
+MODULE_NAME = "workbench_kernel_pooled"  # kernel.py's module name in the GPU worker and its compile processes
+
+
+def order_for(pool: dict[str, Any], kernel_path: str, cache_dir: str) -> str:
+    """A compile process's order (ORDER_ENV): where to connect, and what to import and compile for."""
+    return json.dumps({"address": pool["address"], "authkey": pool["authkey"], "target": pool["target"],
+                       "kernel_path": kernel_path, "module": MODULE_NAME, "cache_dir": cache_dir})
+
+
 class CompilePool:
     """The GPU worker's end: hands each specialisation, once, to the next free compile process,
     and says which are compiled (or failed: then the worker compiles it itself)."""
 
-    def __init__(self, address: str, authkey: bytes, hello: dict[str, Any], expected: int):
+    def __init__(self, address: str, authkey: bytes, expected: int):
         from multiprocessing.connection import Listener
 
         self._listener = Listener(address, family="AF_UNIX", authkey=authkey)
-        self._hello = hello
         self._expected = expected
         self._jobs: queue.Queue[Specialisation | None] = queue.Queue()
         self._state: dict[Specialisation, str] = {}  # "queued", "done", "failed"
@@ -122,7 +134,10 @@ class CompilePool:
         self._opened = time.monotonic()
         self.first_compiles: list[float] = []  # seconds of each process's first compile (its compiler's first use)
         self.later_compiles: list[float] = []  # ... and of the others
+        self.stage_seconds: dict[str, float] = {}  # summed over every compile, by Triton's stage (STAGE_NAMES)
         self.recorded_s = 0.0  # the recording pass, in this process
+        self._first_sent: float | None = None  # when the first specialisation went out (time.monotonic)
+        self._last_done: float | None = None  # ... and the last compile came back
         threading.Thread(target=self._accept, name="compile-pool-accept", daemon=True).start()
 
     # Each compile process gets one thread here, pulling the next specialisation when it is free.
@@ -141,7 +156,6 @@ class CompilePool:
         job: Specialisation | None = None
         compiled = self.first_compiles
         try:
-            conn.send(self._hello)
             while True:
                 job = self._jobs.get()
                 if job is None:
@@ -149,11 +163,17 @@ class CompilePool:
                     conn.send(None)
                     return
                 conn.send((job.module, job.name, job.data))
+                if self._first_sent is None:
+                    self._first_sent = time.monotonic()
                 if not conn.poll(JOB_LIMIT_S):
                     raise OSError("a compile process stopped answering")
-                ok, seconds = conn.recv()
+                ok, seconds, stages = conn.recv()
+                self._last_done = time.monotonic()
                 compiled.append(seconds)
                 compiled = self.later_compiles
+                with self._changed:
+                    for stage, spent in stages.items():
+                        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + spent
                 self._mark(job, "done" if ok else "failed")
                 job = None
         except (EOFError, OSError):
@@ -242,12 +262,16 @@ class CompilePool:
     def summary(self) -> dict[str, Any]:
         with self._changed:
             states = list(self._state.values())
+            stages = dict(self.stage_seconds)
         later = sorted(self.later_compiles) or [0.0]
         return {"specialisations": len(states), "compiled": states.count("done"), "failed": states.count("failed"),
                 "processes": self._connected, "recorded_s": round(self.recorded_s, 3),
                 "compile_s": round(sum(self.first_compiles) + sum(self.later_compiles), 3),
                 "first_compile_s": round(max(self.first_compiles or [0.0]), 3),
-                "later_compile_s": round(later[len(later) // 2], 3)}
+                "later_compile_s": round(later[len(later) // 2], 3),
+                "first_sent_s": round(self._first_sent - self._opened, 3) if self._first_sent else None,
+                "last_done_s": round(self._last_done - self._opened, 3) if self._last_done else None,
+                "stages_s": {k: round(v, 3) for k, v in sorted(stages.items(), key=lambda kv: -kv[1])}}
 
     def describe(self) -> str:
         s = self.summary()
@@ -255,6 +279,11 @@ class CompilePool:
                 f"processes beside the GPU worker ({s['compile_s']:.2f} s of compiling so far; recorded in "
                 f"{s['recorded_s']:.3f} s; slowest first compile {s['first_compile_s']:.2f} s, later ones "
                 f"{s['later_compile_s']:.2f} s)")
+        if s["first_sent_s"] is not None and s["last_done_s"] is not None:
+            text += (f"; after the job came: first handed out {s['first_sent_s']:.3f} s, last back "
+                     f"{s['last_done_s']:.3f} s")
+        if s["stages_s"]:
+            text += "; Triton's stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["stages_s"].items())
         return text + (f"; {s['failed']} left to the GPU worker" if s["failed"] else "")
 
 
@@ -339,14 +368,24 @@ def find_jit_function(module: Any, qualname: str) -> Any:
 
 
 def serve_compiles() -> int:
-    """A compile process's life: wait for the run's line, connect to its GPU worker, import kernel.py
-    as the worker named it, compile what it is handed until told there is no more."""
+    """A compile process's life: read its order, import kernel.py as the GPU worker names it (while the
+    worker imports it too), connect to the worker, compile what it is handed until told there is no more."""
     from multiprocessing.connection import Client
 
-    line = sys.stdin.readline()
-    if not line.strip():
-        return 0  # a spare let go unused
-    order = json.loads(line)
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    from .launcher_cache import MANAGER
+
+    order = json.loads(os.environ.pop(ORDER_ENV, "") or "null")
+    if not order:
+        return 0
+    driver.set_active(CompileOnlyDriver(GPUTarget(*order["target"])))
+    if order.get("cache_dir"):
+        os.environ["TRITON_CACHE_DIR"] = order["cache_dir"]
+    os.environ.setdefault("TRITON_CACHE_MANAGER", MANAGER)  # as the GPU worker's (run/worker.py)
+    modules = _import_kernel(order["kernel_path"], order["module"])
+    stages = _listen_to_stages()
     deadline = time.monotonic() + CONNECT_WAIT_S
     while True:
         try:
@@ -357,31 +396,49 @@ def serve_compiles() -> int:
                 return 0
             time.sleep(0.002)
     with conn, contextlib.suppress(EOFError, OSError):  # the GPU worker gone (killed, crashed): so is this
-        return _compile_for(conn)
+        return _compile_for(conn, modules, stages)
     return 0
 
 
-def _compile_for(conn: Any) -> int:
-    """Compile what the GPU worker hands out, one specialisation at a time, until it says there is no more."""
-    hello = conn.recv()
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime.driver import driver
+# Triton's compile stages (its compilation listener's names) as the pool's account names them.
+STAGE_NAMES = {"ir": "Python to TTIR", "ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX",
+               "cubin": "ptxas", "store": "cache writes"}
 
-    driver.set_active(CompileOnlyDriver(GPUTarget(*hello["target"])))
-    os.environ.update(hello["env"])  # the run's Triton cache (and its cache manager)
-    modules = _import_kernel(hello["kernel_path"], hello["module"])
+
+def _listen_to_stages() -> dict[str, float]:
+    """Seconds of the last compile, by stage, as Triton's own compilation listener reports them (empty
+    with a Triton that has none)."""
+    from triton import knobs
+
+    last: dict[str, float] = {}
+    if not hasattr(knobs.compilation, "listener"):
+        return last
+
+    def listener(*, times: Any, cache_hit: bool, **_: Any) -> None:
+        if cache_hit:
+            return
+        spent = {"ir": times.ir_initialization, "store": times.store_results, **dict(times.lowering_stages)}
+        last.update({STAGE_NAMES.get(k, k): us / 1e6 for k, us in spent.items()})
+
+    knobs.compilation.listener = listener
+    return last
+
+
+def _compile_for(conn: Any, modules: dict[str, Any], stages: dict[str, float]) -> int:
+    """Compile what the GPU worker hands out, one specialisation at a time, until it says there is no more."""
     while True:
         job = conn.recv()
         if job is None:
             return 0
         module, name, data = job
+        stages.clear()
         started = time.perf_counter()
         try:
             find_jit_function(modules.get(module) or sys.modules[module], name).preload(data)
             ok = True
         except Exception:  # noqa: BLE001 - the GPU worker compiles it itself and reports what fails
             ok = False
-        conn.send((ok, round(time.perf_counter() - started, 4)))
+        conn.send((ok, round(time.perf_counter() - started, 4), dict(stages)))
 
 
 def _import_kernel(path: str, name: str) -> dict[str, Any]:

@@ -11,9 +11,10 @@ fresh child.
 
 Protocol (a SOCK_SEQPACKET socket pair; one JSON message per packet):
   parent -> template   {"env": {...}} with three descriptors (the child's stdin, stdout, stderr);
+                       {"env": {...}, "count": N}: N children sharing those descriptors (compile processes);
                        {"warm_compiler": [backend, arch, warp size]}: compile once for that GPU target
                        (no CUDA), so compile processes forked later start warm (run/compile_pool.py)
-  template -> parent   {"ready": true} once; {"pid": N} per request; {"exit": N, "code": C} when a
+  template -> parent   {"ready": true} once; {"pid": N} per child forked; {"exit": N, "code": C} when a
                        child ends (C as subprocess reports it: negative for a signal)
 The template ends when the parent's end of the socket closes. A child is a session leader (its
 pid is its process group), as a started worker is.
@@ -87,14 +88,15 @@ def serve(sock: socket.socket) -> int:
             continue
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            sock.close()
-            _become_worker(fds, request["env"], interpret)  # never returns
+        for _ in range(int(request.get("count", 1))):
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                _become_worker(fds, request["env"], interpret)  # never returns
+            children.add(pid)
+            sock.send(json.dumps({"pid": pid}).encode())
         for fd in fds:
             os.close(fd)
-        children.add(pid)
-        sock.send(json.dumps({"pid": pid}).encode())
 
 
 def _hash_triton_once() -> None:
@@ -281,7 +283,8 @@ class ForkServer:
         self._ready = threading.Event()
         self._failed = False
         self._lock = threading.Lock()
-        self._requests: list[tuple[ForkedProcess, dict[str, str], list[int]]] = []
+        # (children, message, their descriptors); no children: a message for the template itself
+        self._requests: list[tuple[list[ForkedProcess], dict[str, Any], list[int]]] = []
         self._wakeup = threading.Condition(self._lock)
         self._awaiting_pid: list[ForkedProcess] = []  # sent, in order: the template answers in order
         self._children: dict[int, ForkedProcess] = {}
@@ -296,7 +299,7 @@ class ForkServer:
         """Ask the template to compile once for `target` before it forks anything else."""
         with self._wakeup:
             if not self._failed:
-                self._requests.append((None, {"warm_compiler": target}, []))
+                self._requests.append(([], {"warm_compiler": target}, []))
                 self._wakeup.notify_all()
 
     def spawn(self, env: dict[str, str]) -> ForkedProcess:
@@ -305,16 +308,29 @@ class ForkServer:
         child = ForkedProcess(self, open(pipes[0][1], "w", encoding="utf-8", buffering=1),
                               open(pipes[1][0], encoding="utf-8", errors="replace"),
                               open(pipes[2][0], encoding="utf-8", errors="replace"))
+        self._ask([child], {"env": env}, child_ends)
+        return child
+
+    def spawn_detached(self, env: dict[str, str], count: int) -> list[ForkedProcess]:
+        """`count` children with no pipes (their stdin, stdout and stderr are /dev/null), forked in one
+        request: processes told everything by `env` that report to no one (compile processes)."""
+        children = [ForkedProcess(self, None, None, None) for _ in range(count)]
+        if children:
+            self._ask(children, {"env": env, "count": count},
+                      [os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_WRONLY), os.open(os.devnull, os.O_WRONLY)])
+        return children
+
+    def _ask(self, children: list[ForkedProcess], message: dict[str, Any], child_ends: list[int]) -> None:
         with self._wakeup:
             queued = not self._failed
             if queued:
-                self._requests.append((child, env, child_ends))
+                self._requests.append((children, message, child_ends))
                 self._wakeup.notify_all()
         if not queued:
-            self._start_from_scratch(child, env, child_ends)
+            for child in children:
+                self._start_from_scratch(child, message["env"], child_ends)
             for fd in child_ends:
                 os.close(fd)
-        return child
 
     def _send(self) -> None:
         if not self._ready.wait(READY_TIMEOUT_S):
@@ -325,21 +341,22 @@ class ForkServer:
                     self._wakeup.wait()
                 if not self._requests:
                     return  # failed, and nothing asked for: spawn starts workers itself from now on
-                child, env, child_ends = self._requests.pop(0)
-                if child is None:  # a message for the template itself
+                children, message, child_ends = self._requests.pop(0)
+                if not children:  # a message for the template itself
                     with contextlib.suppress(OSError):
-                        self._sock.send(json.dumps(env).encode())
+                        self._sock.send(json.dumps(message).encode())
                     continue
                 sent = False
                 if not self._failed:
                     try:
-                        socket.send_fds(self._sock, [json.dumps({"env": env}).encode()], child_ends)
-                        self._awaiting_pid.append(child)
+                        socket.send_fds(self._sock, [json.dumps(message).encode()], child_ends)
+                        self._awaiting_pid.extend(children)
                         sent = True
                     except OSError:
                         self._failed = True
             if not sent:
-                self._start_from_scratch(child, env, child_ends)
+                for child in children:
+                    self._start_from_scratch(child, message["env"], child_ends)
             for fd in child_ends:
                 os.close(fd)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import queue
 import sys
@@ -36,7 +35,7 @@ from ..events import (
 )
 from ..stage import Job, shard_of
 from . import compile_pool
-from .forkserver import ForkServer
+from .forkserver import ForkedProcess, ForkServer
 from .gpus import GpuSlot
 from .precompile import PRECOMPILING
 from .worker import JOB_DONE
@@ -107,6 +106,7 @@ class Runner:
         self.parallel = max(1, parallel, len(self.gpus))
         self._spares: list[WorkerProcess] = []
         self._active: set[WorkerProcess] = set()
+        self._compiling: set[ForkedProcess] = set()  # the run's compile processes (run/compile_pool.py)
         self._exiting: list[WorkerProcess] = []
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
@@ -120,14 +120,16 @@ class Runner:
 
     # -- worker supply -------------------------------------------------------------------
 
-    def _new_worker(self, gpu: GpuSlot | None = None, role: str = "") -> WorkerProcess:
-        """A worker on `gpu`; `role`: another life for the process (compile_pool.ROLE: a compile process)."""
+    def _template(self) -> ForkServer | None:
+        """The warm template workers are forked from (started on first use; None: workers start from scratch)."""
         with self._forkserver_lock:  # prewarm calls this under self._lock
             if self._forkserver is None and forkserver_wanted(self.launcher):
                 self._forkserver = ForkServer(worker_env(self.env), self.python)
-            forkserver = self._forkserver
-        env = {**self.env, "WORKBENCH_ROLE": role} if role else self.env
-        return WorkerProcess(self.interpret, env, self.python, self.launcher, forkserver, gpu=gpu)
+            return self._forkserver
+
+    def _new_worker(self, gpu: GpuSlot | None = None) -> WorkerProcess:
+        """A worker on `gpu`."""
+        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, self._template(), gpu=gpu)
 
     def _gpu_for(self, shard: int) -> GpuSlot | None:
         return self.gpus[shard % len(self.gpus)] if self.gpus else None
@@ -205,6 +207,7 @@ class Runner:
         self._cancelled.set()
         with self._lock:
             active = list(self._active)
+        self._stop_compile_processes()
         for worker in active:
             worker.kill(wait=False)
             worker.queue.put(("cancelled", None))  # its event pump returns now, not at the exit
@@ -242,10 +245,9 @@ class Runner:
         rest = job.stages[job.stages.index("verify") + 1:] if "verify" in job.stages else []
         sharded = self.parallel > 1 and "verify" in job.stages and job.case_indices != []
         pool: dict | None = None  # the compile processes' address, key and count
-        compilers: list[WorkerProcess] = []
         if sharded and self._pooling_possible():
             sharded = False
-            pool = new_compile_pool()
+            pool = new_compile_pool(self._compile_target)
             job = served_by(job, pool)
         requeued: list[Requeued] = []
         gated = self.early_benchmark and sharded and "bench" in rest and len(self.gpus) < 2
@@ -296,12 +298,11 @@ class Runner:
                                  daemon=True).start()
                 # The compile processes start once the GPU worker has its job, before its events reach the
                 # app: started on a thread instead, they waited on the app's rendering (0.45 s on an H100 host).
-                start_compilers = functools.partial(self._start_compile_processes, pool, compilers)
+                start_compilers = functools.partial(self._start_compile_processes, pool, job)
             try:
                 self._run_with_restarts(job, watch, limits, after_send=start_compilers)
             finally:
-                for compiler in compilers:
-                    self._release(compiler)
+                self._stop_compile_processes()
         # What follows verification (the benchmark) runs once every case passed: after the shards, or after
         # a worker lost during verification had its re-queued cases run alone (the job's own stages stopped).
         if (sharded or requeued) and rest and tally.exit_code == 0 and not self._cancelled.is_set() \
@@ -360,19 +361,29 @@ class Runner:
         for worker in unused:
             threading.Thread(target=worker.close_unused, daemon=True).start()
 
-    def _start_compile_processes(self, pool: dict, started: list[WorkerProcess]) -> None:
-        """The run's compile processes, forked into `started` and told where to connect (none more once the
-        run is cancelled)."""
-        order = json.dumps({"address": pool["address"], "authkey": pool["authkey"]})
-        for _ in range(pool["processes"]):
-            if self._cancelled.is_set():
-                break
-            process = self._new_worker(role=compile_pool.ROLE)
-            with contextlib.suppress(OSError, ValueError):
-                process.send_line(order)
-            with self._lock:
-                self._active.add(process)
-            started.append(process)
+    def _start_compile_processes(self, pool: dict, job: Job) -> list[ForkedProcess]:
+        """The run's compile processes, forked from the template in one request, told in their environment what
+        to import and where to connect. They need no pipes: each reports to the GPU worker alone."""
+        template = self._template()
+        if template is None or self._cancelled.is_set():
+            return []
+        env = worker_env({**self.env, "WORKBENCH_ROLE": compile_pool.ROLE,
+                          compile_pool.ORDER_ENV: compile_pool.order_for(pool, job.kernel_path, job.cache_dir)},
+                         self.interpret)
+        processes = template.spawn_detached(env, pool["processes"])
+        with self._lock:
+            self._compiling.update(processes)
+        if self._cancelled.is_set():
+            self._stop_compile_processes()
+        return processes
+
+    def _stop_compile_processes(self) -> None:
+        """Kill the compile processes still running (those done have exited by themselves)."""
+        with self._lock:
+            processes, self._compiling = list(self._compiling), set()
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
 
     def _free_gpu_once_spares_warm(self, gpu_free: threading.Event) -> None:
         """A pooled run's benchmark times once the spares started after the last run are warm."""
@@ -599,11 +610,11 @@ class EarlyStart:
         self._thread.join()
 
 
-def new_compile_pool() -> dict:
-    """A run's compile pool (run/compile_pool.py): a fresh abstract-socket address and key, and how many
-    processes compile."""
+def new_compile_pool(target: list) -> dict:
+    """A run's compile pool (run/compile_pool.py): a fresh abstract-socket address and key, how many
+    processes compile, and the GPU target they compile for."""
     return {"address": f"\0workbench-compile-{os.getpid()}-{os.urandom(6).hex()}", "authkey": os.urandom(16).hex(),
-            "processes": compile_processes()}
+            "processes": compile_processes(), "target": list(target)}
 
 
 def served_by(job: Job, pool: dict) -> Job:

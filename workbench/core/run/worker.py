@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..stage import Job, JobContext, Phases
+from . import compile_pool
 
 EXIT_POISONED = 75
 JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
@@ -80,9 +81,7 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
 
 def main() -> int:
     if os.environ.get("WORKBENCH_ROLE") == "compile":
-        from .compile_pool import serve_compiles
-
-        return serve_compiles()  # a compile process of a run's pool: no CUDA, no judge, no events
+        return compile_pool.serve_compiles()  # a compile process of a run's pool: no CUDA, no judge, no events
     started = time.perf_counter()
     events_fd = os.dup(1)
     os.dup2(2, 1)  # the kernel's prints, Python's or C's, go to stderr
@@ -113,8 +112,6 @@ def main() -> int:
     import platform
 
     import triton
-
-    from . import compile_pool
 
     target = compile_pool.target_of_this_process() if mode == "gpu" and compile_pool.supported() else []
     ready = WorkerReady(pid=os.getpid(), mode=mode, device_name=device_name, torch_version=torch.__version__,
@@ -182,15 +179,16 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
                                       tally=tally, wait_for_gpu=wait_for_gpu))
     path = Path(job.kernel_path)
     emit(StageChanged(stage="importing", detail=path.name))
+    # Open before the import: the compile processes import kernel.py meanwhile, then connect.
+    compiles = _open_compile_pool(job, ready) if not interpret else None
     try:
         config = ProjectConfig.from_dict(job.config)
-        km = load_kernel(path)
+        km = load_kernel(path, module_name=compile_pool.MODULE_NAME if compiles is not None else "")
         km.cases += generate_cases(km.cases, config.verify)
-    except ConfigError as exc:
-        emit(Problem(kind="config", message=str(exc), file=exc.path))
-        return 0
-    except ContractError as exc:
-        emit(exc.problem)
+    except (ConfigError, ContractError) as exc:
+        if compiles is not None:
+            compiles.close()
+        emit(Problem(kind="config", message=str(exc), file=exc.path) if isinstance(exc, ConfigError) else exc.problem)
         return 0
     from ..project.contract import find_autotuners, select_cases
 
@@ -198,7 +196,6 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module))))
-    compiles = _open_compile_pool(job, km, ready) if not interpret else None
     try:
         return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
                                       tally=tally, judge=judge_counted if judge is not None else None,
@@ -208,17 +205,13 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
             compiles.close()
 
 
-def _open_compile_pool(job: Job, km: Any, ready: Any) -> Any:
+def _open_compile_pool(job: Job, ready: Any) -> Any:
     """The run's compile processes' server (run/compile_pool.py), when the runner started some."""
     pool = job.options.get("compile_pool")
     if not pool or not ready.compile_target:
         return None
-    from .compile_pool import CompilePool
-
-    hello = {"target": ready.compile_target, "kernel_path": str(km.path), "module": km.module.__name__,
-             "env": {k: os.environ[k] for k in ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER") if k in os.environ}}
     try:
-        return CompilePool(pool["address"], bytes.fromhex(pool["authkey"]), hello, int(pool["processes"]))
+        return compile_pool.CompilePool(pool["address"], bytes.fromhex(pool["authkey"]), int(pool["processes"]))
     except OSError:  # the address taken: the worker compiles alone, as without a pool
         return None
 
