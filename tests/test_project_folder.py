@@ -20,7 +20,7 @@ def test_clearing_the_triton_cache_renames_it_away_and_a_late_writer_cannot_reac
     assert cache.is_dir() and list(cache.iterdir()) == []
     assert not stale.exists()
     deadline = clock.monotonic() + 10
-    while list(cache.parent.glob(cache.name + ".old-*")):  # deleted on a thread
+    while list(cache.parent.glob(cache.name + ".old-*")):  # deleted in the background
         assert clock.monotonic() < deadline
         clock.sleep(0.02)
     assert list(cache.iterdir()) == []

@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import os
 import shutil
+import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,10 +80,11 @@ class Project:
 
     def clear_triton_cache(self) -> None:
         """Start this project's own Triton cache afresh; never ~/.triton. The old one is renamed away at once
-        and deleted on a thread: a save's run need not wait for hundreds of unlinks (0.14 s on a GPU host),
-        and a cancelled worker still writing lands in the renamed folder, not in the new run's."""
+        and deleted by an `rm` process: a save's run need not wait for hundreds of unlinks (0.14 s on a GPU
+        host), nor share the interpreter lock with a thread doing them while it starts the run, and a cancelled
+        worker still writing lands in the renamed folder, not in the new run's."""
         cache = self.triton_cache_dir
-        for old in cache.parent.glob(f"{cache.name}.old-*"):  # left by an exit mid-delete (ours are on a thread)
+        for old in cache.parent.glob(f"{cache.name}.old-*"):  # left by an exit mid-delete (ours are being deleted)
             if not old.name.startswith(f"{cache.name}.old-{os.getpid()}-"):
                 shutil.rmtree(old, ignore_errors=True)
         if cache.exists():
@@ -92,8 +94,7 @@ class Project:
             except OSError:
                 shutil.rmtree(cache, ignore_errors=True)
             else:
-                threading.Thread(target=shutil.rmtree, args=(retired, True), name="workbench-cache-delete",
-                                 daemon=True).start()
+                _delete_in_background(retired)
         cache.mkdir(parents=True, exist_ok=True)
 
     def ensure_state_dir(self) -> Path:
@@ -102,6 +103,18 @@ class Project:
         if not ignore.exists():
             ignore.write_text("*\n", encoding="utf-8")
         return self.state_dir
+
+
+def _delete_in_background(folder: Path) -> None:
+    """`rm -rf folder` in a process of its own (reaped by a thread that only waits); a thread deleting it
+    where `rm` cannot be run."""
+    try:
+        rm = subprocess.Popen(["rm", "-rf", "--", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    except OSError:
+        threading.Thread(target=shutil.rmtree, args=(folder, True), name="workbench-cache-delete", daemon=True).start()
+    else:
+        threading.Thread(target=rm.wait, name="workbench-cache-delete", daemon=True).start()
 
 
 def source_hash(data: bytes) -> str:
