@@ -62,3 +62,19 @@ def test_the_judge_runs_beside_a_cuda_worker(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.TAMPERS, toml=ONLY_CASES))
     assert rec["mode"] == "gpu" and code == 1
     assert rec["cases"] and not any(c["status"] == "passed" for c in rec["cases"])
+
+
+def test_asking_whether_a_call_syncs_leaves_no_prototype_warning_in_the_log():
+    """host_sync switches torch's sync debug mode, which warns once per process that it is a prototype: that
+    warning went to every live run's Log tab. A fresh process, as torch warns only once."""
+    import subprocess
+    import sys
+
+    probe = ("import torch, warnings; warnings.simplefilter('always')\n"
+             "from workbench.core.verify.compat import host_sync\n"
+             "x = torch.ones(4, device='cuda')\n"
+             "assert host_sync(lambda: x.sum()) == ''\n"
+             "assert host_sync(lambda: x.sum().item()) != ''  # a host sync is still found\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "prototype" not in done.stderr, done.stderr

@@ -15,6 +15,7 @@ Their outputs go to the judge with the rest of the case (see verify/judge.py).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -34,7 +35,9 @@ def host_sync(fn: Callable[[], Any]) -> str:
     """Why `fn` cannot go into a CUDA graph ("" when it can): a host synchronization, found by a call
     under torch's sync debug mode rather than by a failed capture, which is costly to recover from."""
     previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
+    with warnings.catch_warnings():  # torch warns on every switch that the mode is a prototype: not the user's news
+        warnings.filterwarnings("ignore", message="Synchronization debug mode is a prototype", category=UserWarning)
+        torch.cuda.set_sync_debug_mode("error")
     try:
         fn()
     except RuntimeError as exc:
