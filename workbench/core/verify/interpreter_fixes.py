@@ -32,6 +32,17 @@ The fixes make 16-bit float arithmetic do what the GPU does: widen to float32
   `OutOfBoundsAccess` naming the argument it ran past: on the CPU, the check
   compute-sanitizer's memcheck makes on a GPU.
 
+Gaps where a kernel that runs on a GPU failed here (interpreter_gaps.py):
+
+- float launch arguments: a Python float (`eps`) is a float32 scalar tensor, as the compiler types it.
+- libdevice: `triton.language.extra.libdevice` and `.cuda.libdevice` functions run, computed on the
+  CPU by symbol (interpreter_libdevice.py); one with no CPU version raises `InterpreterCannotRun`.
+- dtype `.value`: a dtype constexpr handed to a `@triton.jit` helper answers `.value` as on the GPU.
+- driver and warmup: an interpreting process gets an active driver (CUDA sm_90 target, CPU torch
+  device, H100-like properties, fixed-time benchmarker), and `kernel.warmup(...)` returns a stand-in
+  for the compiled kernel whose `kernel[grid](...)` runs interpreted.
+- scalar tensors as ints: `range(tl.program_id(0), ...)` on Triton 3.6 with numpy 2.4.
+
 What cannot match bit for bit: the order in which a GPU adds up a 16-bit
 reduction follows the kernel's layout (threads, warps), which the interpreter
 does not have; its tree gives errors of the same size, not the same bits.
@@ -40,6 +51,8 @@ does not have; its tree gives errors of the same size, not the same bits.
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from .interpreter_gaps import FIXES as GAP_FIXES
 
 try:
     import numpy as np
@@ -69,6 +82,7 @@ def apply() -> list[str]:
         ("bf16 atomics", _fix_bf16_atomics),
         ("16-bit float reductions", _fix_reductions),
         ("flush-to-zero approximate sqrt", _fix_approx_sqrt_ftz),
+        *GAP_FIXES,
     ]
     interpreter._workbench_fixes = [name for name, fix in fixes if fix(interpreter, tl)]
     return interpreter._workbench_fixes
