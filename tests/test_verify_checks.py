@@ -125,7 +125,7 @@ def test_torch_compile_and_cuda_graphs_say_why_they_were_skipped_in_the_interpre
         assert checks[key].startswith("skipped: the Triton interpreter compiles nothing")
     code, rec = verify_json(cli, make_project(kernels.GOOD, name="off", toml=ONLY_CASES
                                                                             + "torch_compile = false\n"))
-    assert tuned(rec)[0]["checks"]["torch_compile"] == "skipped: [verify] torch_compile = false"
+    assert tuned(rec)[0]["checks"]["torch_compile"] == "skipped: turned off ([verify] torch_compile)"
 
 
 def test_generated_cases_vary_the_sizes_and_stay_bounded():

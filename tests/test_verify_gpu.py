@@ -1,24 +1,23 @@
-"""The GPU-only checks of issue #9 on a real GPU (marker `gpu`: skipped without CUDA):
-kernel_fn under torch.compile(fullgraph=True), and captured into a CUDA graph and replayed.
+"""The GPU-only checks on a real GPU (marker `gpu`: skipped without CUDA): kernel_fn under
+torch.compile(fullgraph=True), and captured into a CUDA graph and replayed (issue #9), as findings beside the
+verdict that fail it only where the project requires them (issue #23); launches of kernels compiled with
+`warmup` and launched directly, counted by Triton's own launch hook.
 
     .venv/bin/python -m pytest -q -m gpu tests/test_verify_gpu.py
 """
 
 
 import kernels
+import kernels_libraries
 import kernels_zoo
 import pytest
 from run_helpers import ONLY_CASES, verify_json
 
 pytestmark = pytest.mark.gpu
 
+
 def compat_checks(record, key):
     return [c["checks"].get(key, "") for c in record["cases"] if not c["config"] and not c["generated"]]
-
-
-@pytest.fixture(autouse=True)
-def one_worker(monkeypatch):
-    monkeypatch.setenv("WORKBENCH_WORKERS", "1")  # each worker checks on its first case: one worker, one check
 
 
 def test_a_good_kernel_compiles_without_graph_breaks_and_replays_from_a_cuda_graph(cli, make_project):
@@ -27,8 +26,18 @@ def test_a_good_kernel_compiles_without_graph_breaks_and_replays_from_a_cuda_gra
     assert code == 0, [(c["label"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]
     for key in ("torch_compile", "cuda_graph"):
         outcomes = compat_checks(rec, key)
-        assert outcomes[0] == "passed", outcomes
-        assert all(o == "passed" or o.startswith("skipped: checked on this worker's first case") for o in outcomes)
+        # once per dtype: case 0 (float32) and case 1 (float16), whichever worker runs them
+        assert outcomes[:2] == ["passed", "passed"], outcomes
+        assert all(o.startswith("skipped: checked once per dtype, on cases 0, 1") for o in outcomes[2:]), outcomes
+        assert rec["compatibility"][key]["status"] == "passed"
+
+
+@pytest.mark.parametrize("workers", ["1", "2", "3"])
+def test_compatibility_runs_on_the_same_cases_however_the_cases_are_sharded(cli, make_project, monkeypatch, workers):
+    monkeypatch.setenv("WORKBENCH_WORKERS", workers)
+    code, rec = verify_json(cli, make_project(kernels.HOST_READ, toml=ONLY_CASES))
+    assert code == 0
+    assert [c["case_index"] for c in rec["compatibility"]["torch_compile"]["cases"]] == [0, 1]
 
 
 @pytest.mark.parametrize("name", ["rmsnorm", "swiglu", "matmul"])
@@ -39,8 +48,18 @@ def test_library_style_kernels_pass_both(cli, make_project, name):
     assert compat_checks(rec, "cuda_graph")[0] == "passed"
 
 
-def test_a_host_read_in_the_launcher_is_a_graph_break_and_a_capture_error(cli, make_project):
+def test_a_host_read_in_the_launcher_is_a_finding_that_fails_only_when_required(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.HOST_READ, toml=ONLY_CASES))
+    assert code == 0, [(c["label"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]
+    first = next(c for c in rec["cases"] if not c["config"] and c["case_index"] == 0)
+    assert first["status"] == "passed"
+    assert first["checks"]["torch_compile"] == "warning" and first["checks"]["cuda_graph"] == "warning"
+    for key in ("torch_compile", "cuda_graph"):
+        finding = rec["compatibility"][key]
+        assert finding["status"] == "failed" and not finding["required"]
+        assert finding["cases"][0]["error"]
+    code, rec = verify_json(cli, make_project(kernels.HOST_READ, name="required", toml=ONLY_CASES
+                                              + 'torch_compile = "require"\ncuda_graph = "require"\n'))
     assert code == 1
     first = next(c for c in rec["cases"] if not c["config"] and c["checks"].get("torch_compile") == "failed")
     assert first["checks"]["cuda_graph"] == "failed"
@@ -49,12 +68,43 @@ def test_a_host_read_in_the_launcher_is_a_graph_break_and_a_capture_error(cli, m
     assert "cuda_graph: CUDA graph capture or replay failed" in text
 
 
+@pytest.mark.parametrize("name", sorted(kernels_libraries.CORRECT) + sorted(kernels_libraries.GPU_ONLY))
+def test_correct_library_style_kernels_verify_on_the_gpu_with_every_check_on(cli, make_project, name):
+    source = kernels_libraries.CORRECT.get(name) or kernels_libraries.GPU_ONLY[name]
+    code, rec = verify_json(cli, make_project(source, name=name))
+    assert rec["mode"] == "gpu"
+    assert code == 0, [(c["label"], c["config"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]
+    assert all(c["launches"] for c in rec["cases"] if c["status"] == "passed")
+
+
+def test_a_compiled_kernel_launched_directly_counts_through_tritons_launch_hook(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels_libraries.TUTORIAL_SOFTMAX, name="tutorial", toml=ONLY_CASES))
+    assert code == 0
+    assert {c["launches"] for c in rec["cases"]} == {1}
+
+
+def test_a_loss_launcher_with_a_logger_and_item_is_correct_and_says_why_it_does_not_compile(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels_libraries.LIGER_CROSS_ENTROPY, name="liger", toml=ONLY_CASES))
+    assert code == 0
+    assert rec["compatibility"]["torch_compile"]["status"] == "failed"
+    assert "logging" in rec["compatibility"]["torch_compile"]["cases"][0]["error"]
+    assert rec["compatibility"]["cuda_graph"]["status"] == "failed"
+
+
+@pytest.mark.parametrize("name", sorted(kernels_libraries.BROKEN))
+def test_the_broken_kernels_beside_them_fail_on_the_gpu_too(cli, make_project, name):
+    if name == "shapes_unmasked":
+        pytest.skip("an unmasked kernel whose stray accesses leave the numbers right: `workbench sanitize`'s to find")
+    code, rec = verify_json(cli, make_project(kernels_libraries.BROKEN[name], name=name))
+    assert code == 1
+
+
 def test_the_checks_can_be_turned_off(cli, make_project):
     toml = ONLY_CASES + "torch_compile = false\ncuda_graph = false\n"
     code, rec = verify_json(cli, make_project(kernels.HOST_READ, toml=toml))
     assert code == 0
-    assert compat_checks(rec, "torch_compile")[0] == "skipped: [verify] torch_compile = false"
-    assert compat_checks(rec, "cuda_graph")[0] == "skipped: [verify] cuda_graph = false"
+    assert compat_checks(rec, "torch_compile")[0] == "skipped: turned off ([verify] torch_compile)"
+    assert compat_checks(rec, "cuda_graph")[0] == "skipped: turned off ([verify] cuda_graph)"
 
 
 def test_the_judge_runs_beside_a_cuda_worker(cli, make_project):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.events import (
+    GPU_ONLY_KIND,
     AutotuneReport,
     BenchResult,
     CaseResult,
@@ -21,6 +22,7 @@ from .core.run.session import RunOutcome
 from .core.timing.stats import bench_summary, format_ms, format_rate, relative_spread
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
+VERDICT_LABEL = {"passed": "VERIFIED", "failed": "FAILED", "error": "NOT USABLE", "gpu_only": "GPU ONLY"}
 
 
 def fmt_err(value: float | None) -> str:
@@ -96,11 +98,13 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
         elif any("nondeterministic" in n for n in r.notes):
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
+    lines += compatibility_lines(outcome, verbose)
     lines += requeued_lines(outcome)
     for p in problems(outcome):
         if p.kind in ("crash", "timeout") and p.case_index is not None:
             continue  # told in the case's own failure details
-        lines += ["", f"  ERROR ({p.kind}) {relpath(p.location) + ': ' if p.location else ''}{p.message}"]
+        label = "GPU ONLY:" if p.kind == GPU_ONLY_KIND else f"ERROR ({p.kind})"
+        lines += ["", f"  {label} {relpath(p.location) + ': ' if p.location else ''}{p.message}"]
         lines += source_excerpt(p.file, p.line)
         if verbose and p.traceback:
             lines += ["    " + ln for ln in p.traceback.rstrip().splitlines()]
@@ -110,6 +114,32 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines += ["", "  worker output (last lines):"] + ["    " + t for t in logs[-12:]]
     lines += ["", f"  {summary_line(outcome)}"]
     return "\n".join(lines)
+
+
+COMPAT_TITLE = {"torch_compile": "torch.compile(fullgraph=True)", "cuda_graph": "CUDA graph capture and replay"}
+ERROR_LINES_SHOWN = 30  # of a compatibility error, in the text report (all of it with -v, --json, JUnit)
+
+
+def compatibility_lines(outcome: RunOutcome, verbose: bool = False) -> list[str]:
+    """One line per compatibility check that ran (torch.compile, CUDA graphs): its finding, apart from the
+    verdict, with the whole error of a failure under it."""
+    lines = []
+    for name, finding in outcome.compatibility().items():
+        title = COMPAT_TITLE.get(name, name)
+        cases = ", ".join(f"{c['case_index']}" for c in finding["cases"])
+        if finding["status"] == "passed":
+            lines.append(f"  compatibility: {title} passed (case{'s' if len(finding['cases']) > 1 else ''} {cases})")
+            continue
+        failed = [c for c in finding["cases"] if c["status"] == "failed"]
+        how = ("required: it fails the verdict" if finding["required"] else
+               f'not required: the verdict stands ([verify] {name} = "require" makes it count)')
+        lines.append(f"  compatibility: {title} FAILED on case {failed[0]['case_index']} ({failed[0]['label']}); {how}")
+        error = failed[0]["error"].splitlines()
+        shown = error if verbose else error[:ERROR_LINES_SHOWN]
+        lines += ["      " + ln for ln in shown]
+        if len(shown) < len(error):
+            lines.append(f"      ... {len(error) - len(shown)} more lines (-v, --json or --junit)")
+    return [""] + lines if lines else []
 
 
 def requeued_lines(outcome: RunOutcome) -> list[str]:
@@ -165,7 +195,7 @@ def failure_details(r: CaseResult) -> list[str]:
 
 def summary_line(outcome: RunOutcome) -> str:
     t = outcome.tally
-    verdict = {"passed": "VERIFIED", "failed": "FAILED", "error": "NOT USABLE"}.get(t.verdict, t.verdict.upper())
+    verdict = VERDICT_LABEL.get(t.verdict, t.verdict.upper())
     if outcome.finished is not None and outcome.finished.verdict == "cancelled":
         verdict = "CANCELLED"
     parts = [f"{t.passed} passed", f"{t.failed} failed"]
@@ -188,9 +218,12 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
     for outcome in outcomes:
         rows = outcome.case_results()
         probs = [p for p in problems(outcome) if p.case_index is None]
+        compatibility = outcome.compatibility()
         suite = ET.SubElement(root, "testsuite", name=outcome.project.name,
-                              tests=str(len(rows) + len(probs)),
-                              failures=str(sum(r.status == "failed" for r in rows)),
+                              tests=str(len(rows) + len(probs) + len(compatibility)),
+                              failures=str(sum(r.status == "failed" for r in rows)
+                                           + sum(f["status"] == "failed" and f["required"]
+                                                 for f in compatibility.values())),
                               errors=str(sum(r.status == "error" for r in rows) + len(probs)),
                               skipped=str(sum(r.status == "skipped" for r in rows)),
                               time=f"{outcome.finished.duration_s if outcome.finished else 0:.3f}")
@@ -212,6 +245,20 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
                 el.text = "\n".join(failure_details(r))
             elif r.status == "skipped":
                 ET.SubElement(case, "skipped", message="; ".join(r.notes))
+        for name, finding in outcome.compatibility().items():
+            case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}",
+                                 name=f"compatibility: {name}")
+            properties = ET.SubElement(case, "properties")
+            for key, value in (("status", finding["status"]), ("required", str(finding["required"]).lower()),
+                               ("cases", ",".join(str(c["case_index"]) for c in finding["cases"]))):
+                ET.SubElement(properties, "property", name=key, value=value)
+            failed = [c for c in finding["cases"] if c["status"] == "failed"]
+            if failed and finding["required"]:
+                el = ET.SubElement(case, "failure", message=failed[0]["error"].splitlines()[0][:500], type=name)
+                el.text = failed[0]["error"]
+            elif failed:  # a finding, not a failure: the whole error where CI dashboards show output
+                ET.SubElement(case, "system-out").text = (f"not required ([verify] {name} = \"require\" makes it "
+                                                          f"fail the verdict)\n" + failed[0]["error"])
         for p in probs:
             case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}",
                                  name=f"project: {p.kind}")

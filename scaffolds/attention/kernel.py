@@ -133,7 +133,9 @@ def attention_kernel(
     row_max = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e)
+    # fp32 whoever launches: Triton types a float argument fp32, torch.compile's Inductor fp64, and an fp64
+    # scale would carry the scores, and the accumulator tl.dot must keep in fp32, to fp64.
+    qk_scale = (sm_scale * 1.4426950408889634).to(tl.float32)  # log2(e)
 
     # Key blocks that need no mask: below the diagonal (causal) or inside seq_len.
     if IS_CAUSAL:
@@ -216,7 +218,7 @@ def attention_tma_kernel(
     row_max = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
     row_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634  # log2(e)
+    qk_scale = (sm_scale * 1.4426950408889634).to(tl.float32)  # log2(e); fp32 as in attention_kernel
     if IS_CAUSAL:
         unmasked_end = start_m * BLOCK_M
         masked_end = tl.minimum((start_m + 1) * BLOCK_M, seq_len)

@@ -111,6 +111,9 @@ class CaseResult(Event):
     checks: dict[str, str] = field(default_factory=dict)  # check -> "passed" | "failed" | "warning" | "skipped: why"
     warnings: list[str] = field(default_factory=list)  # the case proves little (constant inputs, zero reference)
     phase: str = ""  # "" = the case's verdict; "after timing" = the benchmark's recheck, a second result
+    # The compatibility checks run on this case (verify/compat.py), each a finding beside the verdict:
+    # name -> {"status": "passed" | "failed", "required": bool, "error": the whole error ("" when passed)}
+    compat: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseResult":
@@ -153,7 +156,7 @@ class LogLine(Event):
 @dataclass
 class RunFinished(Event):
     type: ClassVar[str] = "run_finished"
-    verdict: str  # passed | failed | error | cancelled
+    verdict: str  # passed | failed | gpu_only | error | cancelled
     passed: int = 0
     failed: int = 0
     errors: int = 0
@@ -297,6 +300,10 @@ def finite_or_none(value: float | None) -> float | None:
 # to a kernel that ran and was wrong (1) or a machine that cannot run it (3).
 UNUSABLE_KINDS = frozenset({"syntax", "import", "contract", "inputs", "reference", "compile", "config"})
 ENVIRONMENT_KINDS = frozenset({"environment"})
+# The Triton interpreter cannot run what the kernel uses (a libdevice function it has no implementation
+# of, inline PTX): no verdict on this machine, one on a GPU (exit 3, verdict "gpu_only"). Not an
+# environment problem of the kind a refused benchmark is: the verification itself is incomplete.
+GPU_ONLY_KIND = "gpu_only"
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -327,7 +334,7 @@ class Tally:
     @property
     def exit_code(self) -> int:
         kinds = {p.kind for p in self.problems}
-        if kinds & ENVIRONMENT_KINDS:
+        if kinds & ENVIRONMENT_KINDS or GPU_ONLY_KIND in kinds:
             return EXIT_ENVIRONMENT
         if kinds & UNUSABLE_KINDS:
             return EXIT_UNUSABLE
@@ -339,6 +346,10 @@ class Tally:
 
     @property
     def verdict(self) -> str:
+        """passed | failed | gpu_only (checkable on a GPU only: GPU_ONLY_KIND) | error"""
+        kinds = {p.kind for p in self.problems}
+        if GPU_ONLY_KIND in kinds and not kinds & ENVIRONMENT_KINDS:
+            return "gpu_only"
         return {EXIT_OK: "passed", EXIT_FAILED: "failed"}.get(self.exit_code, "error")
 
     def finished(self, duration_s: float) -> RunFinished:

@@ -13,9 +13,11 @@ overrides what it names:
     require_triton = true        # false: a kernel_fn that launches no Triton kernel may pass
     generated_cases = true       # false: no edge-shape cases derived from CASES
     max_generated_cases = 8      # at most this many generated cases per project
+    fixed_params = []            # parameters the generated cases keep as they are (["k"] for a top-k)
     repeat_calls = true          # false: no extra calls on fresh inputs / recycled addresses
-    torch_compile = true         # on a GPU: kernel_fn under torch.compile(fullgraph=True)
-    cuda_graph = true            # on a GPU: kernel_fn captured into a CUDA graph and replayed
+    torch_compile = "check"      # on a GPU: kernel_fn under torch.compile(fullgraph=True), reported;
+                                 # "require": a failure fails the verdict; false / "off": not run
+    cuda_graph = "check"         # on a GPU: kernel_fn captured into a CUDA graph and replayed (as above)
 
     [bench]
     warmup_ms = 200              # GPU time spent calling before each timed series
@@ -45,7 +47,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 
-LIVE_WARMUP_MS = 25.0  # the live loop's warm-up before each series (clocks are up from verification)
+LIVE_WARMUP_MS = 25.0
+# How a compatibility check (torch_compile, cuda_graph) counts: "check" runs it and reports what it
+# found beside the verdict; "require" makes a failure fail the verdict; "off" does not run it.
+COMPAT_MODES = ("check", "require", "off")
+COMPAT_KEYS = ("torch_compile", "cuda_graph")  # the live loop's warm-up before each series (clocks are up from verification)
 
 
 class ConfigError(Exception):
@@ -86,9 +92,10 @@ class VerifyConfig:
     require_triton: bool = True
     generated_cases: bool = True
     max_generated_cases: int = 8
+    fixed_params: list[str] = field(default_factory=list)
     repeat_calls: bool = True
-    torch_compile: bool = True
-    cuda_graph: bool = True
+    torch_compile: str = "check"  # COMPAT_MODES
+    cuda_graph: str = "check"
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def tolerance_for(self, dtype_name: str) -> Tolerance:
@@ -168,6 +175,14 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
     for key, value in values.items():
         if key not in known:
             raise ConfigError(path, f"{name}.{key}", f"unknown key; known: {', '.join(known)}")
+        if cls is VerifyConfig and key in COMPAT_KEYS:
+            kwargs[key] = _compat_mode(value, f"{name}.{key}", path)
+            continue
+        if cls is VerifyConfig and key == "fixed_params":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(path, f"{name}.{key}", f"expected a list of parameter names, got {value!r}")
+            kwargs[key] = list(value)
+            continue
         expected = type(getattr(template, key))
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -177,6 +192,15 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
             raise ConfigError(path, f"{name}.{key}", f"must not be negative, got {value!r}")
         kwargs[key] = value
     return replace(template, **kwargs)
+
+
+def _compat_mode(value: Any, key: str, path: Path | str) -> str:
+    """true and false as the older spelling of "check" and "off"."""
+    if isinstance(value, bool):
+        return "check" if value else "off"
+    if value in COMPAT_MODES:
+        return value
+    raise ConfigError(path, key, f"must be true, false, \"check\", \"require\" or \"off\", not {value!r}")
 
 
 def load_config(path: Path) -> ProjectConfig:

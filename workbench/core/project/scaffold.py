@@ -41,6 +41,10 @@ DEFAULT_PROJECT_TOML = """\
 # timeout_s = 60                 # per case on a GPU
 # interpret_timeout_s = 300      # per case under the Triton interpreter
 # interpret_max_elements = 4194304
+# fixed_params = []              # parameters generated edge cases keep as they are (["k"] for a top-k)
+# torch_compile = "check"        # GPU: torch.compile(fullgraph=True) of kernel_fn, reported beside the
+#                                # verdict; "require" fails the verdict on it, "off" skips it
+# cuda_graph = "check"           # GPU: CUDA-graph capture and replay (the same three modes)
 
 # [tolerance.bfloat16]           # any of float32, tf32, float16, bfloat16
 # rtol = 1e-2

@@ -62,6 +62,21 @@ class RunOutcome:
         """Every CaseResult in case order (verification shards finish in any order); stable within a case."""
         return sorted(self.of_type(CaseResult), key=lambda r: r.case_index)
 
+    def compatibility(self) -> dict[str, dict[str, Any]]:
+        """The compatibility findings (CaseResult.compat) by check: status (failed if any case failed), whether
+        the project requires it, and each case it ran on with its status and whole error."""
+        found: dict[str, dict[str, Any]] = {}
+        for r in self.case_results():
+            if r.config or r.phase:
+                continue
+            for name, finding in r.compat.items():
+                entry = found.setdefault(name, {"status": "passed", "required": finding["required"], "cases": []})
+                entry["cases"].append({"case_index": r.case_index, "label": r.label, "dtype": r.dtype,
+                                       "status": finding["status"], "error": finding["error"]})
+                if finding["status"] == "failed":
+                    entry["status"] = "failed"
+        return found
+
     def to_record(self) -> dict[str, Any]:
         """The run as a JSON-ready dict: the history record and `--json` output."""
         ready = self.ready
@@ -80,6 +95,7 @@ class RunOutcome:
                        "errors": self.tally.errors, "skipped": self.tally.skipped},
             "cases": [_plain(r) for r in self.case_results()],
             "problems": [_plain(p) for p in self.of_type(Problem)],
+            "compatibility": self.compatibility(),
             "requeued": [_plain(r) for r in self.of_type(Requeued)],
             "duration_s": self.finished.duration_s if self.finished else None,
             **self._bench_fields(),

@@ -175,26 +175,33 @@ class BenchChecker(Verifier):
         data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
                         notes=([ref.note] if ref.note else []) + notes, phase=phase)
         try:
-            data.sample(out.tensors, ref.outputs.tensors)
+            data.sample(out.tensors, ref.outputs.tensors, native=native_of(ref))
         except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
             torch.cuda.empty_cache()
-            data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors)
+            data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors,
+                        native=native_of(ref) and on_cpu(ref.native).tensors)
         data.duration_s = time.perf_counter() - start
         return data
 
     def compare_here(self, case: Case, out: Outputs, ref: Reference) -> CaseResult:
         """The whole outputs compared in this process: a recheck, reported only through `check`."""
         try:
-            return judge_outputs(self.config, case.index, case.label, out.tensors, out.names, ref.outputs.tensors)
+            return judge_outputs(self.config, case.index, case.label, out.tensors, out.names, ref.outputs.tensors,
+                                 native_of(ref))
         except torch.cuda.OutOfMemoryError:  # float64 comparison temporaries: compare on the host instead
             torch.cuda.empty_cache()
             return judge_outputs(self.config, case.index, case.label, on_cpu(out).tensors, out.names,
-                                 on_cpu(ref.outputs).tensors)
+                                 on_cpu(ref.outputs).tensors, native_of(ref) and on_cpu(ref.native).tensors)
 
     def error(self, case: Case, exc: BaseException, when: str, phase: str = "") -> CaseResult:
         data = self._error_data(CaseData(case_index=case.index, label=case.label, phase=phase), case, exc,
                                 time.perf_counter(), when)
         return self.deliver(data)
+
+
+def native_of(ref: Reference) -> list[Any]:
+    """reference_fn on the inputs' own dtype ([] when it was not run)."""
+    return [] if ref.native is None else ref.native.tensors
 
 
 def on_cpu(outputs: Outputs) -> Outputs:
@@ -252,7 +259,7 @@ class CaseBencher:
         inputs = self.checker._inputs(case)
         originals = clone_inputs(inputs) if self.inplace else None
         phases.done("inputs")
-        ref = self.checker.reference(inputs, case)
+        ref = self.checker.reference(inputs, case, native=True)
         phases.done("reference")
         if self.autotuners:
             self.wait_for_gpu()  # the autotuner times its configs: alone on the GPU

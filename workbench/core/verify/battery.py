@@ -10,17 +10,20 @@ autotuned kernel forced in turn.
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
 
-from ..events import CaseResult, Event, LogLine, Problem, StageChanged
+from ..events import GPU_ONLY_KIND, CaseResult, Event, LogLine, Problem, StageChanged
 from ..project.config import VerifyConfig
 from ..project.contract import (
     Case,
     KernelModule,
     describe_config,
+    exception_chain,
     find_autotuners,
     first_line,
     is_compilation_error,
@@ -31,9 +34,10 @@ from ..project.contract import (
 )
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
 from .compat import compat_runs
+from .edge_cases import first_case_per_dtype
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
-from .judge import Judge
+from .judge import Judge, dtype_name
 from .launches import LaunchCounter
 from .tensors import (
     Outputs,
@@ -58,6 +62,7 @@ Emit = Callable[[Event], None]
 class Reference:
     outputs: Outputs
     note: str = ""
+    native: Outputs | None = None  # reference_fn on the inputs as given (its own rounding: judge.reference_rounding)
 
 
 class Verifier:
@@ -67,7 +72,9 @@ class Verifier:
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
         self.remote_judge = judge  # the judge process (run/judge_process.py); None: judged in this process
         self.local_judge = Judge(config, interpret)
-        self._compat_done = False
+        # The cases that run the once-per-dtype checks (compatibility; in the interpreter the repeat calls too):
+        # the first of each dtype among the run's cases, the same whatever the sharding (verify_stage sets them).
+        self.anchors = first_case_per_dtype(km.cases)
         self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
@@ -100,6 +107,12 @@ class Verifier:
                 self.emit(problem_from_exception("crash", exc, self.km.path, "the kernel crashed the GPU context",
                                                  case.index))
                 raise ContextPoisoned(str(exc)) from exc
+            gap = interpreter_cannot_run(exc) if self.interpret else ""
+            if gap:
+                line, _ = kernel_frame(exc, self.km.path)
+                self.emit(Problem(kind=GPU_ONLY_KIND, message=gap, file=str(self.km.path), line=line, case_index=case.index,
+                                  traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__))))
+                raise RunAborted() from exc
             if self._is_compile_error(exc) and not config_label and not case.generated:
                 self.emit(problem_from_exception("compile", exc, self.km.path, "the kernel does not compile",
                                                  case.index))
@@ -140,16 +153,18 @@ class Verifier:
             raise RunAborted()
         return inputs
 
-    def reference(self, inputs: list[Any], case: Case, quiet: bool = False) -> "Reference":
+    def reference(self, inputs: list[Any], case: Case, quiet: bool = False, native: bool = False) -> "Reference":
         """reference_fn on upcast inputs: float64, else float32 (a reference that refuses float64,
-        or a benchmark shape too big for it), else the inputs' own dtype; the note says which."""
+        or a benchmark shape too big for it), else the inputs' own dtype; the note says which.
+        `native`: also reference_fn on the inputs as given (Reference.native)."""
         notes = []
         for dtype in (torch.float64, torch.float32):
             try:
                 out = self.km.reference_fn(*cast_floats(inputs, dtype))
                 synchronize()
                 note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
-                return Reference(flatten_outputs(out), note)
+                return Reference(flatten_outputs(out), note,
+                                 self._native_reference(inputs)[0] if native else None)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
@@ -201,14 +216,16 @@ class Verifier:
         if reference.note:
             data.notes.append(reference.note)
         data.reference, data.before = reference.outputs.tensors, tensors_only(originals)
-        data.expected_dtypes, reference_aliases = self._native_reference(inputs)
+        native, reference_aliases = self._native_reference(inputs)
+        data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
+        data.native = [] if native is None else native.tensors
         LaunchCounter.reset()
         try:
             first = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
-            return [self.deliver(self._error_data(data, case, exc, start))]
+            return [self.deliver(self._error_data(data, case, exc, start, launched=LaunchCounter.count))]
         launches_first = LaunchCounter.count
         data.after = tensors_only(clone_inputs(inputs))
         data.aliases = shared_memory(first, inputs, reference_aliases)
@@ -220,7 +237,7 @@ class Verifier:
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
-            return [self.deliver(self._error_data(data, case, exc, start, "second run"))]
+            return [self.deliver(self._error_data(data, case, exc, start, "second run", launched=1))]
         # The second call's count (the first may include the autotuner's timing runs); a kernel_fn that
         # launched on its first call only (a cache) is still a Triton kernel: the repeat calls judge it.
         data.launches = LaunchCounter.count or launches_first
@@ -234,7 +251,7 @@ class Verifier:
         data.duration_s = time.perf_counter() - start
         results = [self.deliver(data)]
         if not case.generated:
-            results += self._verify_each_config(case, inputs, originals, reference.outputs, data.expected_dtypes)
+            results += self._verify_each_config(case, inputs, originals, reference.outputs, data)
         return results
 
     def _reference_or_skip(self, inputs: list[Any], case: Case, data: CaseData) -> "Reference | None":
@@ -247,9 +264,10 @@ class Verifier:
             data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
             return None
 
-    def _native_reference(self, inputs: list[Any]) -> tuple[list[str], set[int]]:
-        """reference_fn on the inputs as given: the dtypes kernel_fn must return, and which outputs the
-        reference itself returns as views of its inputs (the kernel may too)."""
+    def _native_reference(self, inputs: list[Any]) -> tuple[Outputs | None, set[int]]:
+        """reference_fn on the inputs as given: the outputs whose dtypes kernel_fn must return (and whose
+        distance from the upcast reference is the op's own rounding), and which outputs the reference itself
+        returns as views of its inputs (the kernel may too). (None, set()) when it raises."""
         args = clone_inputs(inputs)
         try:
             out = flatten_outputs(self.km.reference_fn(*args))
@@ -257,8 +275,8 @@ class Verifier:
         except Exception as exc:  # noqa: BLE001 - no dtype check then
             if is_cuda_fatal(exc):
                 raise ContextPoisoned(str(exc)) from exc
-            return [], set()
-        return [str(t.dtype).replace("torch.", "") for t in out.tensors], aliased_outputs(out, args)
+            return None, set()
+        return out, aliased_outputs(out, args)
 
     def _repeat_calls(self, case: Case, inputs: list[Any], originals: list[Any], data: CaseData) -> list[ExtraRun]:
         """kernel_fn again on fresh inputs, then on the first call's own tensors refilled with those values:
@@ -270,18 +288,22 @@ class Verifier:
                                                                   "data_ptr()?")
         fresh: list[Any] | None = None
         fresh_ref: list[Any] = []
+        fresh_native: list[Any] = []
         if not self.config.repeat_calls:
             fresh_run.skipped = recycled_run.skipped = "[verify] repeat_calls = false"
-        elif self.interpret and self._compat_done:
+        elif self.interpret and case.index not in self.anchors:
             # The interpreter is slow: a kernel that keeps state across calls shows on any case,
-            # so each worker checks its first; on a GPU every case is checked.
-            fresh_run.skipped = recycled_run.skipped = "checked on this worker's first case (interpreter)"
+            # so it checks the first of each dtype; on a GPU every case is checked.
+            fresh_run.skipped = recycled_run.skipped = "checked once per dtype in the interpreter, on case " + \
+                ", ".join(map(str, sorted(self.anchors)))
         else:
             try:
                 torch.manual_seed(0x5EED + case.index)
                 fresh = self.km.get_inputs(**case.params)
                 fresh = list(fresh)
-                fresh_ref = self.reference(fresh, case, quiet=True).outputs.tensors
+                fresh_reference = self.reference(fresh, case, quiet=True, native=True)
+                fresh_ref = fresh_reference.outputs.tensors
+                fresh_native = [] if fresh_reference.native is None else fresh_reference.native.tensors
                 fresh_values = clone_inputs(fresh)  # an in-place kernel changes `fresh`
             except (KeyboardInterrupt, SystemExit, ContextPoisoned):
                 raise
@@ -304,28 +326,33 @@ class Verifier:
                     run.error = f"kernel_fn raised: {type(exc).__name__}: {first_line(exc)}"
                     continue
                 out = owned(out)
-                run.outputs, run.names, run.reference = out.tensors, out.names, fresh_ref
+                run.outputs, run.names, run.reference, run.native = out.tensors, out.names, fresh_ref, fresh_native
         runs += [fresh_run, recycled_run]
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
-                            data.reference if fresh is None else fresh_ref, self.config, self.interpret,
-                            first_case=not self._compat_done, live=self.live)
-        self._compat_done = True
+                            data.reference if fresh is None else fresh_ref,
+                            data.native if fresh is None else fresh_native, self.config, self.interpret,
+                            self.anchors, live=self.live)
         return runs
 
-    def _error_data(self, data: CaseData, case: Case, exc: BaseException, start: float, when: str = "") -> CaseData:
+    def _error_data(self, data: CaseData, case: Case, exc: BaseException, start: float, when: str = "",
+                    launched: int = 0) -> CaseData:
+        """A case whose kernel_fn raised. `launched`: Triton launches of that call before it raised."""
         problem = problem_from_exception("runtime", exc, self.km.path, "kernel_fn raised" + (f" ({when})" if when else ""))
         data.duration_s = time.perf_counter() - start
-        if case.generated and not isinstance(root_cause(exc), OutOfBoundsAccess):
-            # A launcher that refuses a shape (an assert, a power-of-two BLOCK) is no wrong result.
+        if case.generated and not launched and is_refusal(exc, self.km.path):
+            # A launcher that refuses a shape explicitly (a ValueError, an assert) is no wrong result.
             data.status = "skipped"
             data.notes.append(f"kernel_fn refuses this generated shape ({problem.message}): case dropped")
             return data
         data.status = "error"
         data.messages.append(problem.message + (f" [{problem.location}]" if problem.line else ""))
+        if case.generated and not isinstance(root_cause(exc), OutOfBoundsAccess):
+            data.notes.append("a generated shape: only an explicit ValueError, TypeError, AssertionError or "
+                              "NotImplementedError raised by the launcher before any launch is a refusal")
         return data
 
     def _verify_each_config(self, case: Case, inputs: list[Any], originals: list[Any],
-                            ref: Outputs, expected_dtypes: list[str]) -> list[CaseResult]:
+                            ref: Outputs, tuned: CaseData) -> list[CaseResult]:
         """Force every config of every autotuned kernel in turn; the tuner's own pick ran above."""
         results = []
         for name, tuner in self.autotuners.items():
@@ -340,15 +367,16 @@ class Verifier:
                     restore_inputs(inputs, originals)
                     start = time.perf_counter()
                     data = CaseData(case_index=case.index, label=case.label, config=label,
-                                    reference=ref.tensors, expected_dtypes=expected_dtypes,
-                                    before=tensors_only(originals))
+                                    reference=ref.tensors, native=tuned.native,
+                                    expected_dtypes=tuned.expected_dtypes, before=tensors_only(originals))
                     LaunchCounter.reset()
                     try:
                         out = flatten_outputs(self._call_kernel(inputs, "nan", case, label))
                     except ContextPoisoned:
                         raise
                     except BaseException as exc:  # noqa: BLE001
-                        results.append(self.deliver(self._error_data(data, case, exc, start)))
+                        results.append(self.deliver(self._error_data(data, case, exc, start,
+                                                                     launched=LaunchCounter.count)))
                         continue
                     # No second run per config: unwritten elements show as NaN mismatches.
                     out = owned(out)
@@ -364,6 +392,40 @@ class Verifier:
         return results
 
 
+REFUSALS = (ValueError, TypeError, AssertionError, NotImplementedError)
+GPU_ONLY = "this kernel is checkable on a GPU only"
+
+
+def interpreter_cannot_run(exc: BaseException) -> str:
+    """What the Triton interpreter cannot run, when that is why `exc` was raised ("" otherwise): a libdevice
+    function it has no implementation of (interpreter_gaps.InterpreterCannotRun), or a feature its own code
+    refuses (inline PTX: NotImplementedError from triton/runtime/interpreter.py)."""
+    for link in exception_chain(exc):
+        if type(link).__name__ == "InterpreterCannotRun":
+            return str(link)
+        if isinstance(link, NotImplementedError):
+            frames = traceback.extract_tb(link.__traceback__)
+            if frames and frames[-1].filename.replace("\\", "/").endswith("triton/runtime/interpreter.py"):
+                what = str(link).replace(" not supported in interpreter mode", "") or "this kernel"
+                return f"the Triton interpreter cannot run {what}; {GPU_ONLY}"
+    return ""
+
+
+def is_refusal(exc: BaseException, kernel_path: Any) -> bool:
+    """An explicit refusal of a shape: a ValueError, TypeError, AssertionError or NotImplementedError that
+    the project's own code raises (a `raise` or `assert` statement under kernel.py's folder). Anything else
+    on a shape the reference accepts (a ZeroDivisionError, an IndexError, Triton's errors) is a crash."""
+    root = root_cause(exc)
+    if not isinstance(root, REFUSALS) or type(root).__module__.split(".")[0] == "triton":
+        return False
+    frames = traceback.extract_tb(root.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1]
+    inside = Path(last.filename).resolve().is_relative_to(Path(kernel_path).resolve().parent)
+    return inside and (last.line or "").lstrip().startswith(("raise", "assert"))
+
+
 def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
     """Why an in-place kernel can come out wrong only when autotuned, for each tuner that allows it."""
     return [f"the kernel changes its inputs and {name} is autotuned: the autotuner times each config by running "
@@ -377,10 +439,12 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
-                     order: Iterable[Case] | None = None) -> None:
+                     order: Iterable[Case] | None = None, anchors: set[int] | None = None) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
-    cases in the order to run them (as their kernels are compiled), when not as listed."""
+    cases in the order to run them (as their kernels are compiled), when not as listed; `anchors`: the
+    cases of the once-per-dtype checks, when not the first of each dtype among `cases`."""
     verifier = Verifier(km, config, emit, interpret, pins, judge, live)
+    verifier.anchors = first_case_per_dtype(cases) if anchors is None else anchors
     for n, case in enumerate(cases if order is None else order, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
@@ -395,13 +459,15 @@ def verify_stage(context: Any) -> None:
                              message=f"no case {', '.join(map(str, unknown))} in CASES "
                                      f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
         raise RunAborted()
-    cases = shard_of(select_cases(context.km.cases, indices, "verify"), context.job.options.get("shard"))
+    selected = select_cases(context.km.cases, indices, "verify")
+    cases = shard_of(selected, context.job.options.get("shard"))
     order = None
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
         later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
         order = context.compiles.ahead(context.km, cases, later)
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
-                     getattr(context, "judge", None), bool(context.job.options.get("live")), order)
+                     getattr(context, "judge", None), bool(context.job.options.get("live")), order,
+                     anchors=first_case_per_dtype(selected))
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
         context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

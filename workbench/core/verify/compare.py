@@ -31,6 +31,8 @@ class Comparison:
     pattern: str = ""
     messages: list[str] = field(default_factory=list)
     error_map: list[list[float]] | None = None
+    rounding: float = 0.0  # the largest widening from the reference's own rounding (`slack`)
+    within_rounding: int = 0  # elements inside the tolerance only because of that widening
 
     @property
     def passed(self) -> bool:
@@ -38,8 +40,10 @@ class Comparison:
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
-            unwritten_mask: torch.Tensor | None = None) -> Comparison:
-    """Check `out` against `ref` (any dtypes; compared in float64)."""
+            unwritten_mask: torch.Tensor | None = None, slack: torch.Tensor | None = None) -> Comparison:
+    """Check `out` against `ref` (any dtypes; compared in float64). `slack`: per element, how far the
+    reference itself moves when the op rounds as its dtype does (judge.reference_rounding); it widens
+    each element's budget, and the error-norm bound by its own norm."""
     result = Comparison(numel=ref.numel())
     if tuple(out.shape) != tuple(ref.shape):
         result.messages.append(f"shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
@@ -59,9 +63,19 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
     nan_mismatch = ~both_finite & ~same_special & ~unwritten_mask
 
     diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
-    close = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
+    budget = tol.atol + tol.rtol * r.abs()
+    close = both_finite & (diff <= budget)
+    if slack is not None and slack.shape == o.shape:
+        slack = slack.detach().to(torch.float64)
+        widened = both_finite & (diff <= budget + slack)
+        result.within_rounding = int((widened & ~close).sum())
+        result.rounding = float(slack.max()) if slack.numel() else 0.0
+        close = widened
+    else:
+        slack = None
     bad = ~(close | same_special) | unwritten_mask
 
+    norm_bound = tol.rel_norm
     result.unwritten = int(unwritten_mask.sum())
     result.nan_mismatch = int(nan_mismatch.sum())
     result.bad_count = int(bad.sum())
@@ -78,6 +92,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
             ref_norm = float(torch.linalg.vector_norm(r[significant]))
             err_norm = float(torch.linalg.vector_norm((o - r)[significant]))
             result.rel_norm_err = finite_or_none(err_norm / ref_norm)
+            if slack is not None and ref_norm > 0:
+                norm_bound += float(torch.linalg.vector_norm(slack[significant])) / ref_norm
 
     if result.unwritten:
         result.messages.append(f"{result.unwritten} of {result.numel} elements never written")
@@ -86,9 +102,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
     close_fail = int((~close & both_finite).sum())
     if close_fail:
         result.messages.append(f"{close_fail} of {result.numel} elements outside rtol={tol.rtol:g} atol={tol.atol:g}")
-    if result.rel_norm_err is not None and result.rel_norm_err > tol.rel_norm and not close_fail:
+    if result.rel_norm_err is not None and result.rel_norm_err > norm_bound and not close_fail:
         result.messages.append(
-            f"relative error norm {result.rel_norm_err:.3g} exceeds {tol.rel_norm:g} "
+            f"relative error norm {result.rel_norm_err:.3g} exceeds {norm_bound:.3g} "
             "(a systematic error hiding under atol)")
     if result.bad_count:
         result.worst = worst_element(o, r, bad, unwritten_mask)

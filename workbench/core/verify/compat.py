@@ -7,10 +7,14 @@
   graph replayed: the output must be the reference's on the new values (a launcher that syncs,
   allocates on the host or reads a tensor's value at capture time fails here).
 
-Both run on a GPU once per worker (on its first case), not in the live loop (a cold torch.compile
-costs seconds per save; `workbench verify` runs them), unless ``[verify] torch_compile = false`` /
-``cuda_graph = false``; under the Triton interpreter they are skipped, and the verdict says why.
-Their outputs go to the judge with the rest of the case (see verify/judge.py).
+They say whether a correct kernel can be used the way serving stacks use kernels, not whether it is
+correct: each is a finding of its own, reported beside the verdict with its whole error, and fails
+the verdict only where the project asks (``[verify] torch_compile = "require"``, ``cuda_graph =
+"require"``; "off" or false: not run). Both run on a GPU once per project, on the first case of
+each dtype (edge_cases.first_case_per_dtype: the same case whatever the sharding), not in the live
+loop (a cold torch.compile costs seconds per save; `workbench verify` runs them); under the Triton
+interpreter they are skipped, and the record says why. Their outputs go to the judge with the rest
+of the case (see verify/judge.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from ..project.config import VerifyConfig
-from ..project.contract import Case, KernelModule, first_line
+from ..project.contract import Case, KernelModule, exception_chain, first_line
 from ..stage import ContextPoisoned
 from .handoff import ExtraRun
 from .tensors import clone_inputs, flatten_outputs
@@ -72,25 +76,32 @@ def recover_from_failed_capture() -> None:
 INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA graphs: checked on a GPU only"
 
 
-def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], config: VerifyConfig,
-                interpret: bool, first_case: bool, live: bool = False) -> list[ExtraRun]:
-    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were)."""
-    compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)")
-    graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph")
-    for run, enabled, key in ((compiled, config.torch_compile, "torch_compile"),
-                              (graphed, config.cuda_graph, "cuda_graph")):
-        if not enabled:
-            run.skipped = f"[verify] {key} = false"
+def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], native: list[Any],
+                config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False) -> list[ExtraRun]:
+    """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were). `anchors`: the
+    cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype."""
+    compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)",
+                        compat=True, required=config.torch_compile == "require")
+    graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph",
+                       compat=True, required=config.cuda_graph == "require")
+    where = ", ".join(map(str, sorted(anchors)))
+    for run, mode, key in ((compiled, config.torch_compile, "torch_compile"),
+                           (graphed, config.cuda_graph, "cuda_graph")):
+        if mode == "off":
+            run.skipped = f"turned off ([verify] {key})"
         elif interpret:
             run.skipped = INTERPRETER_SKIP
         elif live:
             run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
-        elif not first_case:
-            run.skipped = "checked on this worker's first case"
+        elif case.index not in anchors:
+            run.skipped = f"checked once per dtype, on case{'s' if len(anchors) > 1 else ''} {where}"
     if not compiled.skipped:
         _torch_compile(km, inputs, reference, compiled)
     if not graphed.skipped:
         _cuda_graph(km, inputs, reference, graphed)
+    for run in (compiled, graphed):
+        if run.outputs:
+            run.native = list(native)
     return [compiled, graphed]
 
 
@@ -103,7 +114,7 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
         out = compiled(*clone_inputs(inputs))
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - a graph break or a compile error is the finding
-        run.error = describe_compile_failure(exc)
+        run.error, run.detail = describe_compile_failure(exc), whole_error(exc)
         return
     finally:
         try:
@@ -111,6 +122,24 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
         except Exception:  # noqa: BLE001
             pass
     run.outputs, run.reference = [t.detach() for t in flatten_outputs(out).tensors], list(reference)
+
+
+WHOLE_ERROR_LIMIT = 20_000  # characters of an error kept for the record (Inductor's can hold generated code)
+
+
+def whole_error(exc: BaseException) -> str:
+    """The exception's whole text, every line, and that of each exception it was raised from (Inductor's
+    "CompilationError: at 50:28" names the call; the reason is in the error it wraps), bounded."""
+    parts: list[str] = []
+    for link in exception_chain(exc):
+        text = str(link).strip()
+        if text and any(text in part for part in parts):
+            continue
+        parts.append(f"{type(link).__name__}: {text}" if not parts else f"raised from {type(link).__name__}: {text}")
+    text = "\n".join(parts)
+    if len(text) > WHOLE_ERROR_LIMIT:
+        text = text[:WHOLE_ERROR_LIMIT] + f"\n... ({len(text) - WHOLE_ERROR_LIMIT} more characters)"
+    return text
 
 
 def describe_compile_failure(exc: BaseException) -> str:
@@ -136,6 +165,7 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
         if why:
             run.error = (f"CUDA graph capture or replay failed: kernel_fn synchronizes with the host, which a "
                          f"graph cannot hold ({why})")
+            run.detail = why
             return
         graph = torch.cuda.CUDAGraph()
         # Capture on other values than those replayed: a value read at capture time shows up.
@@ -153,6 +183,7 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - the capture error is the finding
         run.error = f"CUDA graph capture or replay failed: {type(exc).__name__}: {first_line(exc)}"
+        run.detail = whole_error(exc)
         try:
             recover_from_failed_capture()
         except GraphCaptureBroke as broke:

@@ -1,30 +1,39 @@
 """Edge shapes derived from a project's CASES: the sizes a kernel written for its own CASES gets wrong.
 
-For one verification case of each dtype (each combination of the non-integer parameters),
-every positive integer parameter (a size: n, M, N, K, head_dim ...) is set together to n+1, n+2, 1, a
-prime above n+1 and n-1 (in that order of preference), from the case whose sizes, each capped at SMALL_BASE, are largest (so the cases stay cheap
-in the interpreter). An odd size
-or a prime is a multiple of no power-of-two BLOCK (nor of 16), so a kernel without a mask, or with a
-grid rounded down, meets a partial block. The cases run with the rest, marked generated; a shape
-that get_inputs, reference_fn or kernel_fn's launcher refuses is dropped with a note (only a wrong
-result or an out-of-bounds access fails). At most `[verify] max_generated_cases` of them;
-`[verify] generated_cases = false` turns them off.
+For one verification case of each dtype (each combination of the parameters that are no size),
+every size is set together to n+1, n+2, 1, a prime above n+1 and n-1 (in that order of
+preference), from the case whose sizes, each capped at SMALL_BASE, are largest (so the cases stay
+cheap in the interpreter). A size is any positive integer parameter (n, M, N, K, dim, groups,
+head_dim ...) and every entry of a tuple or list of positive integers (`shape=(3, 100, 7)`), unless
+the project holds it: `[verify] fixed_params = ["k"]` names parameters that must keep their values
+(a top-k's k, an axis). Only parameters named "seed" are never varied. An odd size or a prime is a
+multiple of no power-of-two BLOCK (nor of 16), so a kernel without a mask, or with a grid rounded
+down, meets a partial block. The cases run with the rest, marked generated; a shape that
+get_inputs or reference_fn refuses, or that the launcher refuses explicitly before launching
+anything, is dropped with a note (see battery.is_refusal). At most `[verify] max_generated_cases`
+of them; `[verify] generated_cases = false` turns them off.
 """
 
 from __future__ import annotations
 
 from math import prod
-from typing import Any
+from typing import Any, Callable
 
 from ..project.config import VerifyConfig
 from ..project.contract import Case
 
 SMALL_BASE = 64
-NOT_SIZES = ("dim", "axis", "groups", "k", "topk", "top_k")  # integer parameters that are no size ("n", "head_dim" are)
+DTYPE_NAMES = frozenset({"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8",
+                         "int16", "int32", "int64", "uint8", "bool", "fp32", "fp16", "bf16", "f32", "f16", "tf32"})
 
 
-def is_size(name: str, value: Any) -> bool:
-    return type(value) is int and value > 0 and name.lower() not in NOT_SIZES and "seed" not in name.lower()
+def is_size(name: str, value: Any, fixed: frozenset[str] = frozenset()) -> bool:
+    """A parameter the generator varies: a positive int, or a non-empty tuple/list of them."""
+    if name in fixed or "seed" in name.lower():
+        return False
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(type(v) is int and v > 0 for v in value)
+    return type(value) is int and value > 0
 
 
 def next_prime(n: int) -> int:
@@ -38,28 +47,29 @@ def _frozen(params: dict[str, Any]) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
 
 
+# n+2 keeps the parity of n: a kernel that needs even sizes (RoPE's halves) still meets a partial
+# block; the others are odd, a multiple of no power of two.
+CHANGES: tuple[Callable[[int], int], ...] = (lambda n: n + 1, lambda n: n + 2, lambda n: 1,
+                                             lambda n: next_prime(n + 2), lambda n: max(1, n - 1))
+
+
 def generate_cases(cases: list[Case], config: VerifyConfig) -> list[Case]:
     """The generated cases, indexed after the project's own."""
     if not config.generated_cases or config.max_generated_cases <= 0:
         return []
+    fixed = frozenset(config.fixed_params)
     groups: dict[tuple, list[Case]] = {}
     for case in cases:
-        if case.purpose != "verify" or not any(is_size(k, v) for k, v in case.params.items()):
+        if case.purpose != "verify" or not any(is_size(k, v, fixed) for k, v in case.params.items()):
             continue
-        key = _frozen({k: v for k, v in case.params.items() if not is_size(k, v)})
+        key = _frozen({k: v for k, v in case.params.items() if not is_size(k, v, fixed)})
         groups.setdefault(key, []).append(case)
     per_group = []
     for members in groups.values():
         # The case whose sizes, capped at SMALL_BASE, are largest: n+1, n-1 and a prime stay partial blocks.
-        base = max(members, key=lambda c: prod(_capped(c).values()))
-        sizes = _capped(base)
-        variants = []
-        # n+2 keeps the parity of n: a kernel that needs even sizes (RoPE's halves) still meets a
-        # partial block; the others are odd, a multiple of no power of two.
-        for change in (lambda n: n + 1, lambda n: n + 2, lambda n: 1, lambda n: next_prime(n + 2),
-                       lambda n: max(1, n - 1)):
-            variants.append({**base.params, **{k: change(v) for k, v in sizes.items()}})
-        per_group.append(variants)
+        base = max(members, key=lambda c: _volume(_capped(c, fixed)))
+        sizes = _capped(base, fixed)
+        per_group.append([{**base.params, **{k: _changed(v, change) for k, v in sizes.items()}} for change in CHANGES])
     seen = {_frozen(c.params) for c in cases}
     out: list[Case] = []
     for round_ in range(max((len(v) for v in per_group), default=0)):
@@ -73,6 +83,36 @@ def generate_cases(cases: list[Case], config: VerifyConfig) -> list[Case]:
     return out
 
 
-def _capped(case: Case) -> dict[str, int]:
-    """The case's size parameters, each capped at SMALL_BASE."""
-    return {k: min(v, SMALL_BASE) for k, v in case.params.items() if is_size(k, v)}
+def _changed(value: int | tuple | list, change: Callable[[int], int]) -> Any:
+    if isinstance(value, (tuple, list)):
+        return type(value)(change(v) for v in value)
+    return change(value)
+
+
+def _volume(sizes: dict[str, Any]) -> int:
+    return prod(prod(v) if isinstance(v, (tuple, list)) else v for v in sizes.values())
+
+
+def _capped(case: Case, fixed: frozenset[str]) -> dict[str, Any]:
+    """The case's size parameters, each size capped at SMALL_BASE."""
+    return {k: _changed(v, lambda n: min(n, SMALL_BASE)) for k, v in case.params.items() if is_size(k, v, fixed)}
+
+
+def names_dtype(value: Any) -> bool:
+    """A parameter value that says which dtype a case runs in (torch.float16, "bf16" ...)."""
+    if type(value).__name__ == "dtype" and type(value).__module__.startswith("torch"):
+        return True
+    return isinstance(value, str) and value.replace("torch.", "") in DTYPE_NAMES
+
+
+def first_case_per_dtype(cases: list[Case]) -> set[int]:
+    """The indices of the first verification case (CASES order) of each dtype: where the checks that run once
+    per dtype run (torch.compile, CUDA graphs; in the interpreter also the repeat calls). Chosen from the whole
+    list, so every worker of a sharded run agrees on them and each runs exactly once."""
+    chosen: dict[tuple, int] = {}
+    for case in cases:
+        if case.purpose != "verify" or case.generated:
+            continue
+        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
+        chosen.setdefault(key, case.index)
+    return set(chosen.values())

@@ -78,11 +78,16 @@ class ExtraRun:
     outputs: list[Any] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     reference: list[Any] = field(default_factory=list)
+    native: list[Any] = field(default_factory=list)  # reference_fn on the inputs' own dtype (CaseData.native)
     error: str = ""
     skipped: str = ""  # why it did not run
+    compat: bool = False  # a compatibility check (verify/compat.py): a finding beside the verdict
+    required: bool = False  # ... that fails the verdict all the same ([verify] <name> = "require")
+    detail: str = ""  # the whole error, where `error` is its line
 
 
-TENSOR_LISTS = ("first", "second", "reference", "before", "after", "sample_index")
+TENSOR_LISTS = ("first", "second", "reference", "native", "before", "after", "sample_index")
+RUN_TENSOR_LISTS = ("outputs", "reference", "native")
 
 
 @dataclass
@@ -101,6 +106,9 @@ class CaseData:
     second: list[Any] = field(default_factory=list)  # of the second run (sentinel-filled); [] for one run
     names: list[str] = field(default_factory=list)
     reference: list[Any] = field(default_factory=list)  # reference_fn on upcast inputs
+    # reference_fn on the inputs as given: where it rounds what the op itself rounds (a 16-bit intermediate),
+    # its distance from `reference` widens the tolerance (judge.reference_rounding); [] when not run
+    native: list[Any] = field(default_factory=list)
     expected_dtypes: list[str] = field(default_factory=list)  # reference_fn's output dtypes on the inputs as given
     before: list[Any] = field(default_factory=list)  # input tensors before the kernel ran (None for scalars)
     after: list[Any] = field(default_factory=list)  # the same inputs after the first run
@@ -124,29 +132,39 @@ class CaseData:
         return max((prod(shape) for shape, index in zip(self.output_shapes, self.sample_index) if index is not None),
                    default=0)
 
-    def sample(self, outputs: list[Any], reference: list[Any], limit: int = SAMPLE_ELEMENTS) -> None:
-        """Set `first` and `reference` to same-index random samples of each output and its reference (the
-        whole tensors when small), with the whole tensors' shapes and NaN count beside them; computed with the
-        functions bound above, on the outputs' device."""
+    def sample(self, outputs: list[Any], reference: list[Any], limit: int = SAMPLE_ELEMENTS,
+               native: list[Any] | None = None) -> None:
+        """Set `first`, `reference` and `native` to same-index random samples of each output and its references
+        (the whole tensors when small), with the whole tensors' shapes and NaN count beside them; computed with
+        the functions bound above, on the outputs' device."""
+        native = list(native or [])
         with _no_torch_function():
             self.output_shapes = [_tuple(_size(t)) for t in outputs]
             self.reference_shapes = [_tuple(_size(t)) for t in reference]
             self.not_plain = [i for i, t in enumerate(outputs) if _type(t) is not _Tensor]
-            self.first, self.reference, self.nan_where_reference_has_none, self.sample_index = [], [], [], []
+            self.first, self.reference, self.native = [], [], []
+            self.nan_where_reference_has_none, self.sample_index = [], []
             for i, out in enumerate(outputs):
                 ref = reference[i] if i < _len(reference) else None
+                own = native[i] if i < _len(native) else None
                 index = None
                 if ref is None or self.reference_shapes[i] != self.output_shapes[i]:
                     # the judge reports the count or the shapes from the fields above; no values to compare
                     nan, out = 0, _narrow(_reshape(out, (-1,)), 0, 0, 0)
                     ref = None if ref is None else _narrow(_reshape(ref, (-1,)), 0, 0, 0)
+                    own = None
                 else:
                     ref = _to(ref, _device_of(out))
+                    if own is not None and _tuple(_size(own)) == self.output_shapes[i]:
+                        own = _to(own, _device_of(out))
+                    else:
+                        own = None
                     nan = _item(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))
                     if _numel(out) > limit:
                         generator = _Generator(device=_device_of(out))
                         generator.manual_seed(_int_from_bytes(_urandom(8), "little") >> 1)
                         index = _randint(_numel(out), (limit,), generator=generator, device=_device_of(out))
+                        own = None if own is None else _take(own, index)
                         if _numel(out) < 2 ** 31:  # an int32 index: half the bytes to hand over
                             out, ref, index = _take(out, index), _take(ref, index), _to(index, _int32)
                         else:
@@ -154,15 +172,18 @@ class CaseData:
                 self.first.append(out)
                 if ref is not None:
                     self.reference.append(ref)
+                    self.native.append(own)
                 self.nan_where_reference_has_none.append(nan)
                 self.sample_index.append(index)
             self.reference += reference[_len(outputs):]
+            if not any(t is not None for t in self.native):
+                self.native = []
 
     def to_host(self) -> None:
         """Copy the sampled tensors to host memory now (the bound functions above), so that packing them
         later, on another thread, moves nothing on the GPU (a benchmark times the kernel meanwhile)."""
         with _no_torch_function():
-            for name in ("first", "reference", "sample_index"):
+            for name in ("first", "reference", "native", "sample_index"):
                 setattr(self, name, [None if t is None else _cpu(_detach(t)) for t in getattr(self, name)])
 
     # -- the wire ---------------------------------------------------------------------
@@ -185,8 +206,8 @@ class CaseData:
             if f.name in TENSOR_LISTS:
                 value = [one(t) for t in value]
             elif f.name == "extra_runs":
-                value = [{**vars(r), "outputs": [one(t) for t in r.outputs],
-                          "reference": [one(t) for t in r.reference]} for r in value]
+                value = [{**vars(r), **{k: [one(t) for t in getattr(r, k)] for k in RUN_TENSOR_LISTS}}
+                         for r in value]
             plain[f.name] = value
         return _dumps(plain, 4)
 
@@ -206,8 +227,7 @@ class CaseData:
 
         for name in TENSOR_LISTS:
             plain[name] = [one(t) for t in plain[name]]
-        plain["extra_runs"] = [ExtraRun(**{**r, "outputs": [one(t) for t in r["outputs"]],
-                                           "reference": [one(t) for t in r["reference"]]})
+        plain["extra_runs"] = [ExtraRun(**{**r, **{k: [one(t) for t in r[k]] for k in RUN_TENSOR_LISTS}})
                                for r in plain["extra_runs"]]
         return cls(**plain)
 

@@ -130,7 +130,14 @@ class Judge:
                 if note not in result.notes:
                     result.notes.append(note)
             unwritten = unwritten_mask(out, out2) if data.second else None
-            cmp = compare(out, expected, tol, unwritten)
+            rounding = reference_rounding(expected, data.native[i] if i < len(data.native) else None)
+            cmp = compare(out, expected, tol, unwritten, rounding)
+            if cmp.within_rounding or (cmp.messages and cmp.rounding):
+                note = (f"{prefix}the tolerance includes reference_fn's own rounding: run on the inputs' own dtype "
+                        f"it differs from the float64 reference by up to {cmp.rounding:.3g}"
+                        + (f" ({cmp.within_rounding} elements are within tolerance only by it)"
+                           if cmp.within_rounding else ""))
+                result.notes.append(note)
             result.messages += [prefix + m for m in cmp.messages]
             if cmp.unwritten:
                 result.checks["unwritten"] = "failed"
@@ -214,22 +221,38 @@ class Judge:
                 # nothing more through them, and their hints (a cached result?) would mislead.
                 result.checks[run.name] = "skipped: the first call already failed"
                 continue
-            if run.error:
-                result.messages.append(f"{run.name}: {run.error}")
-                result.checks[run.name] = "failed"
-                continue
-            problems = []
-            if len(run.outputs) != len(run.reference):
-                problems.append(f"returned {len(run.outputs)} tensors, reference_fn {len(run.reference)}")
-            for out, expected in zip(run.outputs, run.reference):
-                cmp = compare(out, expected, self.config.tolerance_for(dtype_name(out)))
-                problems += cmp.messages
-            if problems:
-                hint = f" ({run.hint})" if run.hint else ""
-                result.messages.append(f"{run.name}: {problems[0]}{hint}")
+            problem = run.error
+            if not problem:
+                problems = []
+                if len(run.outputs) != len(run.reference):
+                    problems.append(f"returned {len(run.outputs)} tensors, reference_fn {len(run.reference)}")
+                for j, (out, expected) in enumerate(zip(run.outputs, run.reference)):
+                    rounding = reference_rounding(expected, run.native[j] if j < len(run.native) else None)
+                    problems += compare(out, expected, self.config.tolerance_for(dtype_name(out)),
+                                        slack=rounding).messages
+                problem = f"{problems[0]} ({run.hint})" if problems and run.hint else (problems[0] if problems else "")
+            if run.compat:
+                self._compat_finding(result, run, problem)
+            elif problem:
+                result.messages.append(f"{run.name}: {problem}")
                 result.checks[run.name] = "failed"
             else:
                 result.checks[run.name] = "passed"
+
+    @staticmethod
+    def _compat_finding(result: CaseResult, run: Any, problem: str) -> None:
+        """A compatibility check's outcome: a finding of its own (CaseResult.compat), which fails the case only
+        when the project requires it; otherwise the check says "warning"."""
+        error = problem if not run.detail or run.detail in problem else f"{problem}\n{run.detail}"
+        result.compat[run.name] = {"status": "failed" if problem else "passed", "required": run.required,
+                                   "error": error if problem else ""}
+        if not problem:
+            result.checks[run.name] = "passed"
+        elif run.required:
+            result.messages.append(f"{run.name}: {problem}")
+            result.checks[run.name] = "failed"
+        else:
+            result.checks[run.name] = "warning"
 
     # -- inputs that prove nothing ----------------------------------------------------
 
@@ -255,11 +278,24 @@ class Judge:
 
 
 def judge_outputs(config: VerifyConfig, case_index: int, label: str, outputs: list[Any], names: list[str],
-                  reference: list[Any]) -> CaseResult:
+                  reference: list[Any], native: list[Any] | None = None) -> CaseResult:
     """Outputs of one call against the reference, in this process: for rechecks that are reported, never
     the verdict (no weak-input checks: those hash the whole reference)."""
-    data = CaseData(case_index=case_index, label=label, first=outputs, names=names, reference=reference)
+    data = CaseData(case_index=case_index, label=label, first=outputs, names=names, reference=reference,
+                    native=list(native or []))
     return Judge(config).judge(data, weak_inputs=False)
+
+
+def reference_rounding(reference: torch.Tensor, native: torch.Tensor | None) -> torch.Tensor | None:
+    """Per element, how far reference_fn's result moves when it runs on the inputs' own dtype rather than
+    upcast: the rounding the op itself does (a 16-bit intermediate it stores and reads back). None when
+    there is nothing to widen by; elements either reference leaves non-finite add nothing."""
+    if native is None or not reference.is_floating_point() or not native.is_floating_point() \
+            or tuple(native.shape) != tuple(reference.shape) or reference.numel() == 0:
+        return None
+    r, n = reference.detach().to(torch.float64), native.detach().to(reference.device, torch.float64)
+    distance = torch.where(torch.isfinite(r) & torch.isfinite(n), (r - n).abs(), torch.zeros_like(r))
+    return distance if bool(distance.any()) else None
 
 
 def is_constant(t: torch.Tensor) -> bool:

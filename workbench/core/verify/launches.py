@@ -1,12 +1,13 @@
 """Count the Triton kernels kernel_fn launches: a kernel_fn that launches none is no Triton kernel.
 
-Every launch of a @triton.jit function goes through ``JITFunction.run`` (or, under the interpreter,
-``InterpretedFunction.run``), whether called as ``kernel[grid](...)`` or by an autotuner or
-heuristics wrapper; both are wrapped once per process at the class, so kernels defined in kernel.py
-or in a library it imports all count. ``run(self, *args, grid, warmup, **kwargs)`` is the launch
-path of Triton 3.x (checked on 3.9 here; 3.6 has the same), and works the same under the
-interpreter, which the ``triton.knobs.runtime.launch_enter_hook`` of 3.4+ does not see. A
-``warmup=True`` call compiles without launching and does not count.
+On a GPU the count comes from Triton itself: its runtime calls ``triton.knobs.runtime.launch_enter_hook``
+(a chain of hooks, Triton 3.4 and later) from the launcher of every compiled kernel, whatever path led
+there: ``kernel[grid](...)``, an autotuner or heuristics wrapper, or a ``CompiledKernel`` that
+kernel.py compiled with ``warmup`` and launches itself (the fused-softmax tutorial does). A Triton
+without that chain falls back to wrapping ``JITFunction.run`` (which misses direct ``CompiledKernel``
+launches). Under the interpreter nothing is compiled and no hook is called: every launch goes through
+``InterpretedFunction.run``, wrapped once per process at the class (a ``warmup=True`` call compiles
+nothing and does not count; workbench's interpreter stand-in for a warmed-up kernel launches through it).
 """
 
 from __future__ import annotations
@@ -19,26 +20,41 @@ class LaunchCounter:
     _installed = False
 
     @classmethod
-    def install(cls) -> type["LaunchCounter"]:
+    def install(cls) -> type[LaunchCounter]:
         if cls._installed:
             return cls
         cls._installed = True
-        targets = []
-        try:
-            from triton.runtime.jit import JITFunction
-
-            targets.append(JITFunction)
-        except ImportError:  # pragma: no cover
-            pass
         try:
             from triton.runtime.interpreter import InterpretedFunction
 
-            targets.append(InterpretedFunction)
+            cls._wrap(InterpretedFunction)
         except ImportError:  # pragma: no cover
             pass
-        for target in targets:
-            cls._wrap(target)
+        if not cls._hook_launches():
+            try:
+                from triton.runtime.jit import JITFunction
+
+                cls._wrap(JITFunction)
+            except ImportError:  # pragma: no cover
+                pass
         return cls
+
+    @classmethod
+    def _hook_launches(cls) -> bool:
+        """Count in Triton's own launch hook chain; False where this Triton has none."""
+        try:
+            from triton import knobs
+        except ImportError:
+            return False
+        chain = getattr(getattr(knobs, "runtime", None), "launch_enter_hook", None)
+        if not callable(getattr(chain, "add", None)):
+            return False
+
+        def counted(metadata: Any = None) -> None:
+            cls.count += 1
+
+        chain.add(counted)
+        return True
 
     @classmethod
     def _wrap(cls, target: type) -> None:

@@ -11,8 +11,8 @@ from textual.widgets import Static
 from ..model import PHASE_LABELS, PHASES, LiveSession, RunState
 from ..render import MARK, MARK_COLOR, fmt_ms, spark
 
-VERDICT_LABEL = {"passed": "VERIFIED", "failed": "FAILED", "error": "NOT USABLE", "cancelled": "CANCELLED",
-                 "running": "RUNNING"}
+VERDICT_LABEL = {"passed": "VERIFIED", "failed": "FAILED", "error": "NOT USABLE", "gpu_only": "GPU ONLY",
+                 "cancelled": "CANCELLED", "running": "RUNNING"}
 
 
 class StatusBar(Static):
@@ -115,7 +115,7 @@ def verdict_line(session: LiveSession) -> Text:
         bad = sum(r.status in ("failed", "error") for r in rows)
         counts = {"passed": f" {len(rows)} cases", "failed": f" {bad} of {len(rows)} cases"}.get(verdict, "")
         style = {"passed": "bold black on green3", "failed": "bold white on red3",
-                 "error": "bold white on red3"}.get(verdict, "bold black on grey50")
+                 "error": "bold white on red3", "gpu_only": "bold black on yellow"}.get(verdict, "bold black on grey50")
         text.append(f" {MARK.get(verdict, '')} {VERDICT_LABEL.get(verdict, verdict.upper())}{counts} ", style=style)
     else:
         judged, total, failing = run.so_far()
