@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_installed_plugins_register_through_their_entry_points(tmp_path):
     target = tmp_path / "site"
     plugins = [str(ROOT / "plugins" / name) for name in ("ncu", "ray", "sanitizer")]
@@ -30,9 +33,11 @@ def test_installed_plugins_register_through_their_entry_points(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "workbench.cli", "plugins"], capture_output=True, text=True,
                              cwd=tmp_path, env=env)
     assert listing.returncode == 0, listing.stderr
-    rows = dict(line.split(None, 1) for line in listing.stdout.splitlines())
-    assert rows["ncu"] == "workbench-ncu 0.1.0" and rows["sanitizer"] == "workbench-sanitizer 0.1.0"
-    assert rows["ray"] == "workbench-ray 0.1.0"  # loaded without importing ray: only --cluster needs it
+    rows = {line.split()[0]: line.split()[1:] for line in listing.stdout.splitlines()}
+    assert rows["ncu"] == ["workbench-ncu", "0.1.0", "entry", "point", "workbench_ncu"]
+    assert rows["sanitizer"] == ["workbench-sanitizer", "0.1.0", "entry", "point", "workbench_sanitizer"]
+    # loaded without importing ray: only --cluster needs it
+    assert rows["ray"] == ["workbench-ray", "0.1.0", "entry", "point", "workbench_ray"]
     commands = subprocess.run([sys.executable, "-m", "workbench.cli", "profile", "--list"], capture_output=True,
                               text=True, cwd=tmp_path, env=env)
     assert commands.returncode == 0 and commands.stdout.startswith("ncu ")

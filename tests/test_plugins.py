@@ -18,8 +18,11 @@ from workbench.core.events import CaseResult, RunFinished, RunStarted, WorkerRea
 from workbench.plugins import (
     BUILTIN_PLUGINS,
     PluginError,
+    WorkbenchPluginManager,
+    load_entry_point_plugins,
     loaded_plugins,
     make_plugin_manager,
+    plugin_sources,
 )
 
 
@@ -75,6 +78,7 @@ class Recorder:
         self.finished.append((project.name, finished, len(events)))
 
 
+@pytest.mark.slow
 def test_a_throwaway_plugin_adds_a_command_and_sees_run_events(make_project, capsys):
     project = make_project(GOOD, name="scale")
     pm = make_plugin_manager(autoload=False)
@@ -123,12 +127,16 @@ def workbench_finish_run(project, finished):
 '''
 
 
+@pytest.mark.slow
 def test_a_project_carries_its_own_plugin(make_project, cli, monkeypatch):
     project = make_project(GOOD, name="own")
     (project / "workbench_plugin.py").write_text(PROJECT_PLUGIN)
     code, out, _ = cli("plugins", project)  # the project argument makes its plugin load
     assert code == 0
     assert f"project:{project / 'workbench_plugin.py'}" in out and "project" in out.split()
+    row = next(line.split() for line in out.splitlines() if line.startswith("project:"))
+    file = project / "workbench_plugin.py"
+    assert row == [f"project:{file}", "project", "file", str(file)]  # the file as it is: not under the cwd
     assert cli("verify", project, "--interpret")[0] == 0
     assert (project / "finished.txt").read_text() == "passed"
     monkeypatch.chdir(project)  # no argument: the plugin of the project in the current folder
@@ -159,13 +167,19 @@ def test_a_misspelt_hook_is_refused_by_name(make_project, cli):
     assert code == 3 and "workbench_register_command" in err and err.count("\n") == 1
 
 
-def write_distribution(site, name, module, body, version="0.3.1"):
-    """An installed distribution (dist-info with an entry point in group "workbench"), as pip leaves one."""
+def write_distribution(site, name, module, body, version="0.3.1", more_modules=()):
+    """An installed distribution (dist-info with an entry point in group "workbench"), as pip leaves one.
+
+    more_modules: further (module, body) of the same distribution, each an entry point after the first.
+    """
     dist = site / f"{name.replace('-', '_')}-{version}.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (dist / "entry_points.txt").write_text(f"[workbench]\n{module.removeprefix('workbench_')} = {module}\n")
-    (site / f"{module}.py").write_text(textwrap.dedent(body))
+    modules = [(module, body), *more_modules]
+    (dist / "entry_points.txt").write_text("[workbench]\n" + "".join(
+        f"{m.removeprefix('workbench_')} = {m}\n" for m, _ in modules))
+    for m, text in modules:
+        (site / f"{m}.py").write_text(textwrap.dedent(text))
 
 
 FOO_PLUGIN = '''
@@ -188,7 +202,7 @@ def site(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
     yield folder
-    for name in [m for m in sys.modules if m.startswith("workbench_foo") or m.startswith("workbench_bad")]:
+    for name in [name for name, m in sys.modules.items() if str(getattr(m, "__file__", "")).startswith(str(folder))]:
         del sys.modules[name]
 
 
@@ -207,6 +221,84 @@ def test_an_installed_plugin_loads_through_its_entry_point(site, cli, monkeypatc
     assert cli("foo") == (0, "foo!\n", "")
     code, out, _ = cli("plugins")
     assert code == 0 and "workbench-foo 0.3.1" in out
+    monkeypatch.setenv("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD", "1")  # the CLI reads it too (it did not)
+    code, out, _ = cli("plugins")
+    assert code == 0 and "workbench-foo" not in out and "workbench.builtin.verifying" in out
+
+
+def test_an_installed_plugin_is_loaded_by_pluggy_and_listed_with_its_distribution(site, cli, monkeypatch):
+    write_distribution(site, "workbench-foo", "workbench_foo", FOO_PLUGIN)
+    pm = make_plugin_manager(autoload=True)
+    distinfo = {pm.get_name(plugin): (dist.project_name, dist.version) for plugin, dist in pm.list_plugin_distinfo()}
+    assert distinfo["foo"] == ("workbench-foo", "0.3.1")  # pluggy's load_setuptools_entrypoints recorded it
+    assert pm.get_plugin("foo") is sys.modules["workbench_foo"]
+    assert not set(distinfo) & set(BUILTIN_PLUGINS)
+    source = next(source for source in plugin_sources(pm) if source.name == "foo")
+    assert (source.kind, source.distribution, source.version, source.entry_point) == (
+        "installed", "workbench-foo", "0.3.1", "workbench_foo")
+
+    monkeypatch.setenv("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD", "0")
+    code, out, _ = cli("plugins")
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+    assert rows["foo"] == ["workbench-foo", "0.3.1", "entry", "point", "workbench_foo"]
+    assert rows["workbench.builtin.verifying"] == ["built-in"]
+    assert "foo" not in cli("--no-plugins", "plugins")[1].split()
+
+
+def test_autoload_off_loads_no_installed_plugin(site, monkeypatch):
+    write_distribution(site, "workbench-foo", "workbench_foo", FOO_PLUGIN)
+    assert make_plugin_manager(autoload=False).list_plugin_distinfo() == []
+    monkeypatch.setenv("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pm = make_plugin_manager()
+    assert pm.list_plugin_distinfo() == [] and pm.get_plugin("foo") is None
+    assert "workbench_foo" not in sys.modules
+
+
+def test_a_blocked_name_stays_blocked(site):
+    write_distribution(site, "workbench-foo", "workbench_foo", FOO_PLUGIN)
+    write_distribution(site, "workbench-bad", "workbench_bad", "raise RuntimeError('boom')\n", version="1.0")
+    pm = WorkbenchPluginManager()
+    pm.set_blocked("foo")
+    pm.set_blocked("bad")  # never imported, so it cannot fail
+    load_entry_point_plugins(pm)
+    assert pm.is_blocked("foo") and pm.get_plugin("foo") is None and pm.get_plugin("bad") is None
+    assert not {dist.project_name for _, dist in pm.list_plugin_distinfo()} & {"workbench-foo", "workbench-bad"}
+    assert "foo" not in dict(loaded_plugins(pm)) and "workbench_bad" not in sys.modules
+
+
+def test_a_plugin_failing_after_others_loaded_is_the_one_named(site):
+    # Three entry points of one distribution: the second imports but pluggy refuses its hook (an argument
+    # no hookspec has), after registering its name; the error names it, not the first or the third.
+    write_distribution(site, "workbench-trio", "workbench_trio_a", FOO_PLUGIN, version="2.0", more_modules=[
+        ("workbench_trio_b", """
+            from workbench import hookimpl
+
+            @hookimpl
+            def workbench_register_commands(register, no_such_argument):
+                pass
+        """),
+        ("workbench_trio_c", "")])
+    with pytest.raises(PluginError) as raised:
+        make_plugin_manager(autoload=True)
+    message = str(raised.value)
+    assert message.startswith("plugin 'trio_b' from workbench-trio 2.0 (entry point 'workbench_trio_b') "
+                              "failed to load: PluginValidationError: ")
+    assert "no_such_argument" in message and "\n" not in message  # one line, as the CLI prints it
+    assert isinstance(raised.value.__cause__, pluggy.PluginValidationError)
+
+
+def test_a_misspelt_hook_of_an_installed_plugin_names_its_distribution(site):
+    write_distribution(site, "workbench-typo", "workbench_typo", """
+        from workbench import hookimpl
+
+        @hookimpl
+        def workbench_register_command(register):
+            pass
+    """, version="0.9")
+    with pytest.raises(PluginError, match=r"plugin 'typo' \(workbench-typo 0\.9, entry point 'workbench_typo'\): .*"
+                                          r"workbench_register_command"):
+        make_plugin_manager(autoload=True)
 
 
 def test_a_broken_installed_plugin_is_named_in_one_line(site, cli, monkeypatch):
@@ -217,8 +309,10 @@ def test_a_broken_installed_plugin_is_named_in_one_line(site, cli, monkeypatch):
     assert err == ("workbench: plugin 'bad' from workbench-bad 1.0 (entry point 'workbench_bad') failed to load: "
                    "RuntimeError: boom\n")
     assert cli("--no-plugins", "list")[0] == 0
-    with pytest.raises(PluginError):
+    with pytest.raises(PluginError, match=r"^plugin 'bad' from workbench-bad 1\.0 \(entry point 'workbench_bad'\) "
+                                          r"failed to load: RuntimeError: boom$") as raised:
         make_plugin_manager(autoload=True)
+    assert isinstance(raised.value.__cause__, RuntimeError)  # pluggy raised the plugin's own exception
 
 
 def test_the_manager_is_a_pluggy_manager_made_fresh_each_time():

@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None, pm: pluggy.PluginManager | None = None) 
     plugins = "--no-plugins" not in argv  # built-ins only: no installed, no project-local plugins
     try:
         if pm is None:
-            pm = make_plugin_manager(autoload=plugins, project_dir=_project_dir_hint(argv) if plugins else None)
+            # `--no-plugins`: the built-ins only; otherwise WORKBENCH_DISABLE_PLUGIN_AUTOLOAD decides (plugins.py).
+            pm = make_plugin_manager(autoload=None if plugins else False,
+                                     project_dir=_project_dir_hint(argv) if plugins else None)
         commands = collect_commands(pm)
     except PluginError as exc:
         print(f"workbench: {exc}", file=sys.stderr)

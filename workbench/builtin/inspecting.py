@@ -118,9 +118,28 @@ def _plugins_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _plugins(args: argparse.Namespace, context: Context) -> int:
-    for name, origin in loaded_plugins(context.pm):
-        print(f"{name:<40} {origin}")
+    # One row a plugin: its name, where it comes from (built-in, project, or the distribution and
+    # version pluggy loaded it from), then the entry point or the project's file.
+    from ..plugins import plugin_sources
+
+    rows = []
+    for source in plugin_sources(context.pm):
+        detail = (f"entry point {source.entry_point}" if source.entry_point else
+                  f"file {_shown_path(source.file)}" if source.file else "")
+        rows.append((source.name, source.origin, detail))
+    name_width = max((len(name) for name, _, _ in rows if len(name) <= 40), default=0)  # a longer one overflows
+    origin_width = max((len(origin) for _, origin, detail in rows if detail), default=0)
+    for name, origin, detail in rows:
+        print(f"{name:<{name_width}}  {origin:<{origin_width}}  {detail}".rstrip())
     return EXIT_OK
+
+
+def _shown_path(file: str) -> str:
+    """A path under the current folder relative to it, any other as it is."""
+    try:
+        return str(Path(file).resolve().relative_to(Path.cwd().resolve()))
+    except (OSError, ValueError):
+        return file
 
 
 # -- history / diff ---------------------------------------------------------------------
