@@ -2,6 +2,8 @@
 #   make demo   set up, scaffold projects/rmsnorm if needed, open the workbench on it
 #               (or verify it headless when there is no terminal or no GPU)
 #   make test   set up and run the test suite (GPU tests skip without CUDA)
+# An extra, not a third set-up command:
+#   make test-fast  set up and run the fast lane: the tests not marked `slow` (under 2 minutes)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +14,7 @@ DEMO   ?= projects/rmsnorm
 # A GPU machine's torch and triton live in the system site; a bare machine gets them from pip.
 VENV_FLAGS ?= --system-site-packages
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test test-fast clean
 
 $(BIN)/workbench: pyproject.toml plugins/ncu/pyproject.toml plugins/sanitizer/pyproject.toml plugins/ray/pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -37,6 +39,9 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

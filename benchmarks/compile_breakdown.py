@@ -98,7 +98,7 @@ def concurrent(path: Path, threads: int) -> dict:
     from triton.runtime._async_compile import AsyncCompileMode
 
     from workbench.core.project.contract import select_cases
-    from workbench.core.run.precompile import compile_only
+    from workbench.core.run.child.precompile import compile_only
 
     fresh_cache()
     km = load(path)
@@ -121,13 +121,13 @@ def concurrent(path: Path, threads: int) -> dict:
 
 
 def worker_start(samples: int) -> dict:
-    """`python -m workbench.core.run.worker` until its worker_ready line: wall and CPU seconds."""
+    """`python -m workbench.core.run.child.worker` until its worker_ready line: wall and CPU seconds."""
     walls, cpus = [], []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(samples):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "workbench.core.run.child.worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         proc.stdout.readline()
         walls.append(time.perf_counter() - start)
@@ -142,7 +142,7 @@ def forked_start(samples: int) -> dict:
     """A child forked from a process with torch and triton imported (no CUDA yet): CUDA up and the
     compiler warmed, as a worker's start-up does. Wall and CPU seconds in the child."""
     code = ("import os, sys, time, json, resource; sys.path.insert(0, %r); import torch, triton, triton.language;"
-            "import workbench.core.run.compiler_warmup as cw\n"
+            "import workbench.core.run.child.compiler_warmup as cw\n"
             "out = []\n"
             "for _ in range(%d):\n"
             "    r, w = os.pipe(); t0 = time.perf_counter(); pid = os.fork()\n"
@@ -170,7 +170,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU", file=sys.stderr)
         return 3
-    from workbench.core.run.compiler_warmup import warm_compiler
+    from workbench.core.run.child.compiler_warmup import warm_compiler
     warm_compiler(torch)
     path = args.project / "kernel.py"
     out: dict = {"gpu": torch.cuda.get_device_name(), "cores": os.cpu_count()}
@@ -187,7 +187,7 @@ def main() -> int:
         for threads in args.threads:
             # each in its own process: Triton's in-memory caches would otherwise carry over
             code = ("import sys, json; sys.path.insert(0, %r); import torch;"
-                    "from workbench.core.run.compiler_warmup import warm_compiler; warm_compiler(torch);"
+                    "from workbench.core.run.child.compiler_warmup import warm_compiler; warm_compiler(torch);"
                     "import benchmarks.compile_breakdown as b;"
                     "print(json.dumps(b.concurrent(b.Path(%r), %d)))" % (str(ROOT), str(path), threads))
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -202,7 +202,7 @@ def main() -> int:
                   f"{c['stages'].get('launcher gcc', 0):.2f} s in {int(c['stages'].get('launcher gcc (calls)', 0))} builds")
     if args.part in ("all", "worker"):
         out["worker_start"] = w = worker_start(3)
-        print(f"worker start (python -m workbench.core.run.worker to ready): {w['wall_s']:.2f} s wall, "
+        print(f"worker start (python -m workbench.core.run.child.worker to ready): {w['wall_s']:.2f} s wall, "
               f"{w['cpu_s']:.2f} s CPU")
         out["forked_start"] = f = forked_start(3)
         print("forked child (torch, triton imported before the fork): CUDA up + compiler warmed: "

@@ -36,7 +36,7 @@ def case_data(n: int) -> CaseData:
 
 
 def main(sizes: list[int]) -> None:
-    from workbench.core.run.judge_process import fork_judge, judge_threads
+    from workbench.core.run.child.judge_process import fork_judge, judge_threads
 
     events_r, events_w = os.pipe()
     stdin_r, stdin_w = os.pipe()

@@ -152,7 +152,8 @@ def broken(source: str, n: int) -> str:
 class RunnerTrace:
     """Wall-clock moments of the runner's worker supply, recorded from this process (the app runs here):
     workers forked, ready, taken, killed; cancels, prewarms, waits for exits and the GPU gate opening.
-    Patches the classes for the benchmark's lifetime; the product is unchanged."""
+    The runner's marks come through its trace hook; the live loop's and the app's own steps are
+    bracketed for the benchmark's lifetime."""
 
     def __init__(self):
         self.marks: list[tuple[float, str]] = []
@@ -163,23 +164,16 @@ class RunnerTrace:
             self.marks.append((time.time(), what))
 
     def install(self) -> None:
-        from workbench.core.run import runner, workers
+        """The runner's own marks (workbench.core.run.trace: workers forked, ready, taken, sent their job;
+        cancels, prewarms, exits awaited, compile processes forked, the gate opened), plus brackets around
+        the live loop's and the app's steps outside the runner."""
+        from workbench.core.live import loop
+        from workbench.core.project import folder
+        from workbench.core.run import trace as run_trace
+        from workbench.tui import app as app_module
 
+        run_trace.set_hook(self.mark)
         trace = self
-        original_init, original_event = workers.WorkerProcess.__init__, workers.event_or_log
-
-        def init(self, *args, **kwargs):
-            original_init(self, *args, **kwargs)
-            trace.mark(f"fork {id(self) % 10000:04d}")
-
-        def event_or_log(line):
-            event = original_event(line)
-            if isinstance(event, WorkerReady):
-                trace.mark(f"ready pid {event.pid} (warm-up {event.warmup_s:.2f} s: "
-                           + ", ".join(f"{k} {v:.2f}" for k, v in event.warmup_phases.items()) + ")")
-            return event
-
-        workers.WorkerProcess.__init__, workers.event_or_log = init, event_or_log
 
         def bracket(cls, name, label):
             original = getattr(cls, name)
@@ -193,32 +187,10 @@ class RunnerTrace:
 
             setattr(cls, name, wrapper)
 
-        from workbench.core.live import loop
-        from workbench.core.project import folder
-        from workbench.tui import app as app_module
-
         bracket(loop.LiveLoop, "_run", "live loop run")
-        bracket(runner.Runner, "run", "runner.run")
         bracket(folder.Project, "clear_triton_cache", "clear cache")
         for name in ("read_records", "compare_with_history"):  # the Changes tab's work at each save
             setattr(app_module, name, self.timed(getattr(app_module, name), name))
-        bracket(runner.Runner, "cancel", "cancel")
-        bracket(runner.Runner, "prewarm", "prewarm")
-        bracket(runner.Runner, "_await_exits", "await exits")
-        bracket(runner.Runner, "_start_compile_processes", "fork compile processes")
-        original_take, original_send_line = runner.Runner._take_worker, workers.WorkerProcess.send_line
-
-        def take(self, gpu=None, timed=False):
-            worker = original_take(self, gpu, timed)
-            trace.mark(f"take {id(worker) % 10000:04d}{' (bench)' if timed else ''}"
-                       f"{' not ready' if worker.ready is None and worker.queue.empty() else ''}")
-            return worker
-
-        def send_line(self, line):
-            trace.mark("gate opened" if line == "gpu" else "job sent")
-            return original_send_line(self, line)
-
-        runner.Runner._take_worker, workers.WorkerProcess.send_line = take, send_line
 
     def timed(self, function, label):
         def wrapper(*args, **kwargs):

@@ -209,7 +209,7 @@ COLD_CHILD = r"""
 import json, os, re, subprocess, sys, tempfile, time
 sys.path.insert(0, os.environ["WORKBENCH_ROOT"])
 import torch
-from workbench.core.run.compiler_warmup import warm_compiler
+from workbench.core.run.child.compiler_warmup import warm_compiler
 from workbench.core.project.contract import load_kernel
 sys.path.insert(0, os.path.join(os.environ["WORKBENCH_ROOT"], "benchmarks"))
 from scaffolds import inputs_for, label_of, resource_usage

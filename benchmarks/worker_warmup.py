@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.core.run.runner import Runner  # noqa: E402
+from workbench.core.run import Runner, make_runner  # noqa: E402
 
 
 def start_at_once(runner: Runner, count: int) -> tuple[float, list]:
     started = time.monotonic()
-    workers = [runner._new_worker() for _ in range(count)]
+    workers = [runner.supply.new_worker() for _ in range(count)]
     readies = [w.wait_ready() for w in workers]
     wall = time.monotonic() - started
     for w in workers:
@@ -59,7 +59,7 @@ def beside_timing(runner: Runner) -> None:
     time_copy(flusher, watch, config)  # warm: clocks, graph pool, module loads
     for repeat in range(3):
         quiet = time_copy(flusher, watch, config)
-        workers = [runner._new_worker() for _ in range(9)]
+        workers = [runner.supply.new_worker() for _ in range(9)]
         started = time.monotonic()
         busy = []
         while not all(w.started_up.is_set() for w in workers) and time.monotonic() - started < 10:
@@ -80,7 +80,7 @@ def profile_first_launch() -> None:
 
     import torch
 
-    from workbench.core.run.compiler_warmup import warm_compiler
+    from workbench.core.run.child.compiler_warmup import warm_compiler
 
     torch.zeros(1, device="cuda")
     profiler = cProfile.Profile()
@@ -102,7 +102,7 @@ def main() -> int:
     if args.profile:
         profile_first_launch()
         return 0
-    runner = Runner()
+    runner = make_runner(parallel=1)
     try:
         start_at_once(runner, 1)  # the template's own start-up (imports) is not what is measured
         for count in args.counts:

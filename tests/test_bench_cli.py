@@ -34,6 +34,7 @@ def test_bench_refuses_the_interpreter_with_exit_3(cli, make_project, no_gpu):
     assert " ms" not in out and "µs" not in out, "no interpreter time is ever printed"
 
 
+@pytest.mark.slow
 def test_bench_refusal_as_json(cli, make_project, no_gpu):
     code, out, err = cli("bench", make_project(kernels.GOOD), "--json")
     assert code == 3
@@ -70,6 +71,7 @@ def test_bad_bench_config_names_the_key(cli, make_project):
     assert code == 2 and "bench.l2_flush" in out
 
 
+@pytest.mark.slow
 def test_doctor_measure_without_gpu_exit_3(cli, no_gpu):
     code, out, err = cli("doctor", "--measure")
     assert code == 3 and "NOT MEASURED" in out and "needs a CUDA GPU" in out

@@ -4,6 +4,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import kernels
+import pytest
 
 
 def test_syntax_error_exit_2_with_line(cli, make_project):
@@ -46,6 +47,7 @@ def test_bad_arguments_exit_2(cli):
     assert exc.value.code == 2
 
 
+@pytest.mark.slow
 def test_environment_problem_exit_3(cli, make_project, monkeypatch, tmp_path):
     # A worker whose python cannot import torch: the environment, not the kernel.
     fake = tmp_path / "site" / "torch"
@@ -57,6 +59,7 @@ def test_environment_problem_exit_3(cli, make_project, monkeypatch, tmp_path):
     assert "torch is not installed here" in out
 
 
+@pytest.mark.slow
 def test_json_and_junit_are_well_formed(cli, make_project, tmp_path):
     good = make_project(kernels.GOOD, name="good")
     bad = make_project(kernels.GRID_SHORT, name="bad")
@@ -81,6 +84,7 @@ def test_json_and_junit_are_well_formed(cli, make_project, tmp_path):
     assert "unwritten" in suites[1].find("testcase/failure").get("type")
 
 
+@pytest.mark.slow
 def test_text_report_says_interpreter_and_where(cli, make_project):
     code, out, err = cli("verify", make_project(kernels.GRID_SHORT))
     assert code == 1
@@ -88,6 +92,7 @@ def test_text_report_says_interpreter_and_where(cli, make_project):
     assert "never written" in out and "worst at" in out and "where:" in out
 
 
+@pytest.mark.slow
 def test_case_selection(cli, make_project):
     code, out, err = cli("verify", make_project(kernels.GOOD), "--case", "2", "--json")
     cases = json.loads(out)["projects"][0]["cases"]
@@ -99,6 +104,7 @@ def test_unknown_case_index_exit_2(cli, make_project):
     assert code == 2 and "no case 99" in out
 
 
+@pytest.mark.slow
 def test_history_list_and_diff(cli, make_project, monkeypatch):
     project = make_project(kernels.GOOD, name="hist")
     assert cli("verify", project)[0] == 0
@@ -133,6 +139,7 @@ def test_core_never_imports_textual():
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_a_refused_bench_leaves_the_history_alone(cli, make_project):
     project = make_project(kernels.GOOD, name="refused")
     assert cli("verify", project)[0] == 0
@@ -146,6 +153,7 @@ def test_a_refused_bench_leaves_the_history_alone(cli, make_project):
     assert len(lines) == 1 and "passed" in lines[0]
 
 
+@pytest.mark.slow
 def test_workbench_profile_dir_profiles_each_job(cli, make_project, monkeypatch, tmp_path):
     import pstats
 

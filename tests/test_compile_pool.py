@@ -20,7 +20,7 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
-from workbench.core.run import compile_pool  # noqa: E402
+from workbench.core.run.child import compile_pool  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,9 @@ from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 from workbench.core.project.contract import load_kernel
-from workbench.core.run import compile_pool
+from workbench.core.run.child import compile_pool
+from workbench.core.run.protocol import COMPILE_ORDER_ENV, WORKER_MODULE
+from workbench.core.stage import CompilePoolOrder
 
 compile_pool.CONNECT_WAIT_S = float(os.environ.get("CONNECT_WAIT_S", "5"))
 driver.set_active(compile_pool.CompileOnlyDriver(GPUTarget("cuda", 90, 32)))
@@ -106,10 +108,9 @@ address, key = "\\0workbench-test-" + os.urandom(6).hex(), os.urandom(16)
 pool = compile_pool.CompilePool(address, key, processes)
 env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_DIR"}  # the order names the run's cache
 env["WORKBENCH_ROLE"] = "compile"
-env[compile_pool.ORDER_ENV] = compile_pool.order_for({"address": address, "authkey": key.hex(),
-                                                      "target": ["cuda", 90, 32]}, sys.argv[1],
-                                                     os.environ["TRITON_CACHE_DIR"])
-children = [subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.DEVNULL, env=env)
+env[COMPILE_ORDER_ENV] = CompilePoolOrder(address, key.hex(), processes, ["cuda", 90, 32]).order_for(
+    sys.argv[1], os.environ["TRITON_CACHE_DIR"])
+children = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.DEVNULL, env=env)
             for _ in range(processes)]
 names = list(specs)
 for name in names:
@@ -143,6 +144,7 @@ def run_script(tmp_path, processes, **env):
     return json.loads(line[len("REPORT "):])
 
 
+@pytest.mark.slow
 def test_specialisations_are_recorded_then_compiled_once_each_by_compile_processes(tmp_path):
     report = run_script(tmp_path, processes=2)
     # One launch, one specialisation; an autotuner's every config; nothing compiled while recording.
@@ -162,6 +164,7 @@ def test_specialisations_are_recorded_then_compiled_once_each_by_compile_process
     assert sum(stages.values()) <= summary["compile_s"]
 
 
+@pytest.mark.slow
 def test_without_compile_processes_every_case_still_comes_and_nothing_is_compiled(tmp_path):
     report = run_script(tmp_path, processes=0, CONNECT_WAIT_S="0.3")
     assert sorted(report["order"]) == sorted(["add", "add again", "add aligned", "tuned", "broken"])
@@ -173,8 +176,8 @@ def test_the_templates_compile_warm_up_leaves_no_driver_kernel_or_cache_behind(t
     script = textwrap.dedent('''
         import json, os
         from triton.runtime.driver import driver
-        from workbench.core.run import compile_pool
-        from workbench.core.run.compiler_warmup import _bump
+        from workbench.core.run.child import compile_pool
+        from workbench.core.run.child.compiler_warmup import _bump
         os.environ["TRITON_CACHE_DIR"] = "/nonexistent/keep-me"
         compile_pool.warm_compiler_for(["cuda", 90, 32])
         print("REPORT " + json.dumps({"driver": driver._active is None, "kernels": len(_bump.device_caches),
@@ -188,25 +191,29 @@ def test_the_templates_compile_warm_up_leaves_no_driver_kernel_or_cache_behind(t
     assert json.loads(line[len("REPORT "):]) == {"driver": True, "kernels": 0, "cache": "/nonexistent/keep-me"}
 
 
+@pytest.mark.slow
 def test_the_runner_starts_the_compile_processes_and_points_them_at_the_worker(make_project):
     """The runner's half, through the real template: N compile processes connect to the address it put in the
     job. The CPU's template serves the interpreter, where nothing compiles: each specialisation comes back
     failed, and every case is still handed on (the GPU worker would compile it itself)."""
     import kernels
 
-    from workbench.core.run.runner import Runner, new_compile_pool, served_by
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.strategies import Pooled, RunInFlight
     from workbench.core.stage import Job
 
     project = make_project(kernels.GOOD)
     runner = Runner(interpret=True, parallel=2)
     os.environ["WORKBENCH_COMPILE_PROCESSES"] = "3"
     try:
-        job = served_by(Job(kernel_path=str(project / "kernel.py"), stages=["verify", "bench"]),
-                        new_compile_pool(["cuda", 90, 32]))
-        compilers = runner._start_compile_processes(job.options["compile_pool"], job)  # once the GPU worker has the job
-        pool_options = job.options["compile_pool"]
-        assert job.options["gpu_gate"] and pool_options["processes"] == 3 == len(compilers)
-        pool = compile_pool.CompilePool(pool_options["address"], bytes.fromhex(pool_options["authkey"]), 3)
+        strategy = Pooled(runner, ["cuda", 90, 32])
+        run = RunInFlight(job=Job(kernel_path=str(project / "kernel.py"), stages=["verify", "bench"]), relay=print,
+                          limits=(None, None))
+        strategy._start_compile_processes(run.job)  # what Pooled.execute does once the GPU worker has the job
+        compilers = runner.supply.compiling
+        order = strategy.pool
+        assert order.processes == 3 == len(compilers)
+        pool = compile_pool.CompilePool(order.address, bytes.fromhex(order.authkey), 3)
         deadline = time.monotonic() + 120
         while pool.summary()["processes"] < 3:  # forked from the template, each connects with the key it was given
             assert time.monotonic() < deadline
@@ -231,32 +238,35 @@ def test_the_runner_starts_the_compile_processes_and_points_them_at_the_worker(m
 def test_a_worker_lost_mid_run_hands_its_cases_on_without_the_compile_pool():
     """The compile processes served the lost worker and went with it: the fresh one must not wait for them."""
     from workbench.core.run.runner import Runner
-    from workbench.core.stage import Job
+    from workbench.core.run.strategies import RunInFlight, WorkerJobs
+    from workbench.core.stage import CompilePoolOrder, Job
 
     runner = Runner(interpret=True, parallel=2)
     seen = []
 
-    def run_once(job, relay, *limits, gpu=None, after_send=None):
-        seen.append((dict(job.options), after_send))
-        return job if len(seen) == 1 else None
+    class Recording(WorkerJobs):
+        def once(self, run, job, relay, gpu, after_send=None):
+            seen.append((job, after_send))
+            return job if len(seen) == 1 else None
 
-    runner._run_once = run_once
-    job = Job(kernel_path="k.py", options={"compile_pool": {"address": "x"}, "gpu_gate": True})
+    job = Job(kernel_path="k.py", compile_pool=CompilePoolOrder("x", "00", 2, []), gpu_gate=True)
     start_compilers = object()
-    runner._run_with_restarts(job, lambda event: None, (None, None), after_send=start_compilers)
+    Recording(runner).with_restarts(RunInFlight(job=job, relay=print, limits=(None, None)), job, lambda event: None,
+                                    after_send=start_compilers)
     (first, first_hook), (second, second_hook) = seen
-    assert "compile_pool" in first and "compile_pool" not in second and second["gpu_gate"]
+    assert first.compile_pool is not None and second.compile_pool is None and second.gpu_gate
     assert first_hook is start_compilers and second_hook is None  # the compile processes start once
 
 
+@pytest.mark.slow
 def test_a_run_falls_back_to_shards_when_the_worker_says_triton_cannot_compile_elsewhere():
     """On the CPU the worker reports no compile target: the runner keeps sharding verification."""
     from workbench.core.run.runner import Runner
 
     runner = Runner(interpret=True, keep_warm=True, parallel=2)
     try:
-        assert runner._pooling_possible() is False
-        assert runner._compile_target == []
+        assert runner.pooling_possible() is False
+        assert runner.compile_target == []
         assert runner.workers_per_run == 3  # two shards and the benchmark's worker
     finally:
         runner.close()
@@ -265,24 +275,36 @@ def test_a_run_falls_back_to_shards_when_the_worker_says_triton_cannot_compile_e
 
 def test_a_runner_whose_workers_run_elsewhere_never_starts_compile_processes():
     """Ray's actors run on other machines: compile processes forked here could not reach them."""
-    from workbench.core.run.runner import Runner
+    from workbench.core.run import WorkerSource, make_runner
 
-    class Elsewhere(Runner):
-        compiles_beside_workers = False
+    class Elsewhere:
+        local = False
 
-        def _new_worker(self, gpu=None, role=""):
+        def new_worker(self, gpu=None):
             raise AssertionError("no worker is asked for: the answer needs none")
 
-    runner = Elsewhere(interpret=True, parallel=2)
-    assert runner._pooling_possible() is False and runner._compile_target == []
+        def start_compile_processes(self, env, count):
+            raise AssertionError("no compile process is started for workers elsewhere")
+
+        def warm_compiler(self, target):
+            pass
+
+        def close(self):
+            pass
+
+    assert isinstance(Elsewhere(), WorkerSource)  # a plugin's source meets the contract without the workbench's classes
+    runner = make_runner(interpret=True, parallel=2, workers=Elsewhere())
+    assert runner.pooling_possible() is False and runner.compile_target == []
 
 
+@pytest.mark.slow
 def test_cancelling_a_run_kills_its_compile_processes(make_project):
     """Compile processes of a cancelled run must not go on compiling beside the next run's: cancel kills them
     (here they would otherwise wait for a GPU worker that never comes, then exit by themselves)."""
     import kernels
 
-    from workbench.core.run.runner import Runner, new_compile_pool
+    from workbench.core.run.runner import Runner
+    from workbench.core.run.strategies import Pooled
     from workbench.core.stage import Job
 
     project = make_project(kernels.GOOD)
@@ -290,7 +312,8 @@ def test_cancelling_a_run_kills_its_compile_processes(make_project):
     os.environ["WORKBENCH_COMPILE_PROCESSES"] = "2"
     try:
         job = Job(kernel_path=str(project / "kernel.py"), stages=["verify"])
-        compilers = runner._start_compile_processes(new_compile_pool(["cuda", 90, 32]), job)
+        Pooled(runner, ["cuda", 90, 32])._start_compile_processes(job)
+        compilers = list(runner.supply.compiling)
         assert len(compilers) == 2
         deadline = time.monotonic() + 120
         while any(c.pid is None for c in compilers):  # forked by the template

@@ -34,6 +34,7 @@ def server():
     server.close()
 
 
+@pytest.mark.slow
 def test_a_forked_worker_warms_up_in_its_own_session_and_reports_its_exit(server):
     proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     ready = first_event(proc)
@@ -45,6 +46,7 @@ def test_a_forked_worker_warms_up_in_its_own_session_and_reports_its_exit(server
     assert proc.wait(timeout=30) == -signal.SIGSEGV  # the status a started worker would give
 
 
+@pytest.mark.slow
 def test_a_worker_with_no_job_exits_cleanly(server):
     proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     first_event(proc)
@@ -52,6 +54,7 @@ def test_a_worker_with_no_job_exits_cleanly(server):
     assert proc.wait(timeout=30) == 0
 
 
+@pytest.mark.slow
 def test_a_worker_says_where_its_warm_up_went(server):
     """WorkerReady lists each warm-up step's seconds (a GPU worker: its CUDA context, first Triton launch and
     compile, the battery's torch ops): how benchmarks/worker_warmup.py and loop_latency.py --trace see it."""
@@ -62,6 +65,7 @@ def test_a_worker_says_where_its_warm_up_went(server):
     assert proc.wait(timeout=30) == 0
 
 
+@pytest.mark.slow
 def test_workers_start_from_scratch_once_the_template_is_gone(server):
     first = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     first_event(first)
@@ -73,7 +77,7 @@ def test_workers_start_from_scratch_once_the_template_is_gone(server):
     assert not server.alive()
     second = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     assert first_event(second)["type"] == "worker_ready"
-    assert second._popen is not None  # started as `python -m workbench.core.run.worker`
+    assert second._popen is not None  # started as `python -m workbench.core.run.child.worker`
     second.stdin.close()
     assert second.wait(timeout=30) == 0
     first.kill()
@@ -82,7 +86,7 @@ def test_workers_start_from_scratch_once_the_template_is_gone(server):
 
 def test_detached_children_come_from_one_request_and_from_scratch_once_the_template_is_gone(server):
     """Compile processes are forked N at a time with no pipes (their order is in their environment; with none
-    they exit at once); without the template each is started as `python -m workbench.core.run.worker`."""
+    they exit at once); without the template each is started as `python -m workbench.core.run.child.worker`."""
     env = worker_env({"WORKBENCH_INTERPRET": "1", "WORKBENCH_ROLE": "compile"})
     children = server.spawn_detached(env, 3)
     assert [c.wait(timeout=120) for c in children] == [0, 0, 0]
@@ -99,6 +103,7 @@ def test_detached_children_come_from_one_request_and_from_scratch_once_the_templ
     assert server.spawn_detached(env, 0) == []
 
 
+@pytest.mark.slow
 def test_a_worker_killed_before_its_fork_is_killed_when_it_comes(server):
     proc = server.spawn(worker_env({"WORKBENCH_INTERPRET": "1"}))
     proc.kill()  # the template may still be warming: no pid yet
@@ -107,7 +112,7 @@ def test_a_worker_killed_before_its_fork_is_killed_when_it_comes(server):
 
 def test_launchers_go_to_the_workbench_cache_and_everything_else_to_the_project_cache(tmp_path, monkeypatch):
     pytest.importorskip("triton.runtime.cache")
-    from workbench.core.run.launcher_cache import EXTENSION_SUFFIX, LauncherKeepingCache
+    from workbench.core.run.child.launcher_cache import EXTENSION_SUFFIX, LauncherKeepingCache
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "project-cache"))
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "workbench-cache"))
@@ -130,7 +135,7 @@ def test_the_battery_warm_up_runs(monkeypatch):
     Run on the CPU, "cuda" mapped to the CPU as the interpreter's workers map it."""
     import torch
 
-    from workbench.core.run import compiler_warmup
+    from workbench.core.run.child import compiler_warmup
     from workbench.core.verify.torchmodes import CudaToCpu
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
@@ -143,7 +148,7 @@ def test_every_module_the_template_preloads_exists():
     renamed module would silently stop being shared by the forks."""
     import importlib
 
-    from workbench.core.run.forkserver import PRELOAD
+    from workbench.core.run.child.template import PRELOAD
 
     for name in PRELOAD:
         importlib.import_module(name)

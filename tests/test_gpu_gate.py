@@ -6,6 +6,7 @@ import threading
 import time
 
 import kernels
+import pytest
 from run_helpers import ONLY_CASES
 
 GATED_STAGE = '''
@@ -47,12 +48,12 @@ def test_a_gated_job_waits_until_the_runner_says_the_gpu_is_free(make_project, t
     project = make_project(kernels.GOOD)
     runner = Runner(interpret=True, env={"PYTHONPATH": str(tmp_path)})
     events = []
-    job = Job(kernel_path=str(project / "kernel.py"), stages=["gate_stage:gated"], options={"gpu_gate": True})
+    job = Job(kernel_path=str(project / "kernel.py"), stages=["gate_stage:gated"], gpu_gate=True)
     try:
         thread = start_at_the_gate(runner, job, events)
         time.sleep(0.5)
         assert "past the gate" not in stages_seen(events)
-        runner._gpu_free.set()  # what run() does once the verification workers have exited
+        runner.current_run.gpu_free.set()  # what a run does once the verification workers have exited
         thread.join(60)
         assert not thread.is_alive()
     finally:
@@ -61,6 +62,7 @@ def test_a_gated_job_waits_until_the_runner_says_the_gpu_is_free(make_project, t
     assert seen.index("before the gate") < seen.index("past the gate") < seen.index("past it again")
 
 
+@pytest.mark.slow
 def test_an_ungated_job_never_waits(make_project, tmp_path):
     from workbench.core.run.runner import Runner
     from workbench.core.stage import Job
@@ -76,6 +78,7 @@ def test_an_ungated_job_never_waits(make_project, tmp_path):
     assert "past it again" in stages_seen(events)
 
 
+@pytest.mark.slow
 def test_a_sharded_run_starts_its_benchmark_as_the_verdict_lands_and_only_if_it_passed(make_project):
     from workbench.core.events import CaseResult, Problem, RunFinished, StageChanged
     from workbench.core.run.runner import Runner
@@ -101,6 +104,7 @@ def test_a_sharded_run_starts_its_benchmark_as_the_verdict_lands_and_only_if_it_
         runner.close()
 
 
+@pytest.mark.slow
 def test_the_gate_opens_only_once_the_next_saves_spares_are_warm(make_project, tmp_path):
     """A warm runner starts the next save's spares when the verdict lands; a warming worker launches on the
     GPU, so the benchmark's gate waits for them as for the shards' exits. Every worker here takes a second
@@ -118,8 +122,7 @@ def test_the_gate_opens_only_once_the_next_saves_spares_are_warm(make_project, t
 
     def on_event(event):
         if isinstance(event, StageChanged) and event.stage == "past the gate":
-            with runner._lock:
-                spares = list(runner._spares)
+            spares = runner.supply.spares
             at_the_gate.append((len(spares), [w.ready is not None for w in spares]))
 
     try:
@@ -130,6 +133,7 @@ def test_the_gate_opens_only_once_the_next_saves_spares_are_warm(make_project, t
     assert at_the_gate == [(runner.workers_per_run, [True] * runner.workers_per_run)]
 
 
+@pytest.mark.slow
 def test_cancel_returns_at_once_and_the_run_ends_without_waiting_for_the_exit(make_project, tmp_path, monkeypatch):
     """A save made while a worker runs kills it and starts the next run at once: the killed worker's exit
     (on a GPU, its context torn down: a few hundred ms) is waited for in the background, and by the
@@ -151,7 +155,7 @@ def test_cancel_returns_at_once_and_the_run_ends_without_waiting_for_the_exit(ma
     runner = Runner(interpret=True, env={"PYTHONPATH": str(tmp_path)})
     events = []
     job = Job(kernel_path=str(make_project(kernels.GOOD) / "kernel.py"), stages=["gate_stage:gated"],
-              options={"gpu_gate": True})  # it waits at the gate until cancelled
+              gpu_gate=True)  # it waits at the gate until cancelled
     try:
         thread = start_at_the_gate(runner, job, events)
         started = time.monotonic()
@@ -160,9 +164,9 @@ def test_cancel_returns_at_once_and_the_run_ends_without_waiting_for_the_exit(ma
         thread.join(1.0)
         assert not thread.is_alive(), "the run waited for its worker's exit"
         assert events[-1].verdict == "cancelled"
-        assert len(runner._exiting) == 1 and not exit_waits  # the exit is still being waited for
-        runner._await_exits()  # what the next benchmark's gate does
-        assert len(exit_waits) >= 1 and runner._exiting == []
+        assert len(runner.supply.exiting) == 1 and not exit_waits  # the exit is still being waited for
+        runner.supply.await_exits()  # what the next benchmark's gate does
+        assert len(exit_waits) >= 1 and runner.supply.exiting == []
     finally:
         runner.close()
 

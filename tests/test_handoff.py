@@ -220,7 +220,7 @@ def test_events_emitted_while_a_case_is_on_its_way_never_cut_into_its_frame():
     import threading
 
     from workbench.core.events import StageChanged
-    from workbench.core.run.judge_process import JudgeLink
+    from workbench.core.run.child.judge_process import JudgeLink
     from workbench.core.verify.handoff import CASE, EVENT, read_frame
 
     frames_r, frames_w = os.pipe()

@@ -319,6 +319,7 @@ CASES = [dict(rows=rows, cols=cols, dtype=dtype) for rows, cols in ((1, 127), (4
 '''
 
 
+@pytest.mark.slow
 def test_published_swiglu_kernel_verifies_in_every_dtype(cli, make_project):
     code, out, err = cli("verify", make_project(SWIGLU), "--json")
     record = json.loads(out)["projects"][0]

@@ -122,6 +122,7 @@ CASES = [dict(rows=37, cols=200), dict(rows=4, cols=1000)]
 '''
 
 
+@pytest.mark.slow
 def test_the_tutorial_style_softmax_verifies(cli, make_project):
     source = (ROOT / "tests" / "interpreter_gaps_kernels.py").read_text() + SOFTMAX_PROJECT
     code, out, _ = cli("verify", make_project(source), "--json")

@@ -11,7 +11,7 @@ import pytest
 CORE = Path(__file__).resolve().parents[1] / "workbench" / "core"
 # Lower first. A module may import its own layer and the layers before it.
 LAYERS = [
-    {"events", "fsutil", "stage"},
+    {"events", "fsutil", "stage", "verdict", "text"},
     {"project"},
     {"verify"},
     {"timing"},
@@ -25,12 +25,27 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under `if TYPE_CHECKING:`: imports for annotations, never run."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (getattr(node.test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(node.test, "attr", None) == "TYPE_CHECKING"):
+            skipped |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
+    return skipped
+
+
 def core_imports(path: Path) -> set[str]:
-    """The workbench.core modules a file imports (resolved to modules, not to names in them)."""
+    """The workbench.core modules a file imports (resolved to modules, not to names in them); imports under
+    `if TYPE_CHECKING:` are for annotations and do not count."""
     name = module_name(path)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    annotations_only = type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in annotations_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -111,13 +126,13 @@ def test_each_subpackage_says_what_it_owns_and_may_import():
 def test_the_checks_catch_a_backward_import_and_a_cycle():
     """The two checks on a made-up graph: verify importing run, and a -> b -> a."""
     graph = {
-        "workbench.core.verify.battery": {"workbench.core.run.worker"},
-        "workbench.core.run.worker": {"workbench.core.verify.battery"},
+        "workbench.core.verify.battery": {"workbench.core.run.child.worker"},
+        "workbench.core.run.child.worker": {"workbench.core.verify.battery"},
         "workbench.core.events": set(),
     }
-    assert backward_imports(graph) == ["workbench.core.verify.battery imports workbench.core.run.worker "
+    assert backward_imports(graph) == ["workbench.core.verify.battery imports workbench.core.run.child.worker "
                                        "(layer 4 above 2)"]
-    assert ["workbench.core.run.worker", "workbench.core.verify.battery", "workbench.core.run.worker"] in cycles(graph)
+    assert ["workbench.core.run.child.worker", "workbench.core.verify.battery", "workbench.core.run.child.worker"] in cycles(graph)
     with pytest.raises(AssertionError, match="no layer"):
         layer_of("workbench.core.newthing")
 
@@ -126,5 +141,97 @@ def test_relative_and_lazy_imports_are_seen(tmp_path):
     """The parser resolves `from ..x import y` and imports inside functions."""
     graph = import_graph()
     assert "workbench.core.stage" in graph["workbench.core.verify.battery"]
-    # run/worker.py imports the config inside a function.
-    assert "workbench.core.project.config" in graph["workbench.core.run.worker"]
+    # run/child/worker.py imports the config inside a function.
+    assert "workbench.core.project.config" in graph["workbench.core.run.child.worker"]
+
+
+# -- outside core: the UI, the commands and the plugins (docs/ARCHITECTURE.md, "The shape") --------------------
+
+PACKAGE = CORE.parent
+# Ranks of workbench's parts outside core/: a part may import core and the ranks at or before its own.
+OUTER = {
+    "commands": 1, "hookspecs": 1, "profiling": 1, "plugins": 1, "reports": 1,
+    "tui": 2,
+    "builtin": 3,
+    "cli": 4, "pytest_plugin": 4, "__main__": 4, "__init__": 1,
+}
+# What a plugin distribution may import: these modules (and `workbench.core.<package>` as a package, never one
+# of its submodules), and no name starting with "_".
+PUBLIC = {"workbench", "workbench.commands", "workbench.hookspecs", "workbench.profiling", "workbench.reports",
+          "workbench.tui.panels", "workbench.core.events", "workbench.core.verdict", "workbench.core.text",
+          "workbench.core.stage", "workbench.core.project", "workbench.core.run", "workbench.core.verify",
+          "workbench.core.timing", "workbench.core.live"}
+
+
+def workbench_imports(path: Path, module: str) -> list[tuple[str, list[str]]]:
+    """(module imported, names taken from it) for each `workbench...` import of a file, lazy ones included."""
+    package = module.split(".")[:-1] if not path.name == "__init__.py" else module.split(".")
+    found = []
+    tree = ast.parse(path.read_text(), str(path))
+    annotations_only = type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in annotations_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names if alias.name.startswith("workbench")]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + (node.module.split(".") if node.module else []))
+            if target.startswith("workbench"):
+                found.append((target, [alias.name for alias in node.names]))
+    return found
+
+
+def outer_part(name: str) -> str:
+    """workbench.tui.widgets.bench -> tui; workbench.reports -> reports."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_the_ui_the_commands_and_the_reports_import_only_the_core_and_what_comes_before_them():
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if CORE in path.parents:
+            continue
+        module = ".".join(("workbench", *path.relative_to(PACKAGE).with_suffix("").parts))
+        module = module.removesuffix(".__init__")
+        rank = OUTER[outer_part(module)]
+        for target, _ in workbench_imports(path, module):
+            part = outer_part(target)
+            if part == "core" or target == "workbench":
+                continue
+            if OUTER.get(part, 99) > rank:
+                problems.append(f"{module} imports {target}")
+    assert problems == []
+
+
+def test_the_core_imports_nothing_outside_it():
+    problems = [f"{module_name(path)} imports {target}" for path in sorted(CORE.rglob("*.py"))
+                for target, _ in workbench_imports(path, module_name(path)) if not target.startswith("workbench.core")]
+    assert problems == []
+
+
+def test_plugins_use_the_public_api_only():
+    plugins = CORE.parents[1] / "plugins"
+    sources = sorted(p for p in plugins.glob("*/workbench_*/*.py"))
+    assert len(sources) > 8  # the walk found the three distributions
+    problems = []
+    for path in sources:
+        for target, names in workbench_imports(path, f"{path.parent.name}.{path.stem}"):
+            if not target.startswith("workbench.") and target != "workbench":
+                continue  # the plugin's own modules
+            if target not in PUBLIC:
+                problems.append(f"{path.relative_to(plugins)} imports {target}")
+            problems += [f"{path.relative_to(plugins)} imports the private {target}.{n}" for n in names
+                         if n.startswith("_")]
+    assert problems == []
+
+
+def test_the_public_api_check_catches_a_submodule_and_a_private_name(tmp_path):
+    plugin = tmp_path / "workbench_x"
+    plugin.mkdir()
+    (plugin / "bad.py").write_text("from workbench.core.run.workers import WorkerProcess\n"
+                                   "from workbench.core.run import _EXPORTS\n")
+    found = workbench_imports(plugin / "bad.py", "workbench_x.bad")
+    assert ("workbench.core.run.workers", ["WorkerProcess"]) in found and "workbench.core.run.workers" not in PUBLIC
+    assert ("workbench.core.run", ["_EXPORTS"]) in found

@@ -70,14 +70,15 @@ def test_shards_are_placed_one_gpu_each_and_every_result_names_its_gpu(make_proj
     assert seen == {"GPU-fake-0", "GPU-fake-1"}  # each worker saw its one GPU
 
 
+@pytest.mark.slow
 def test_a_warm_runner_keeps_its_spares_on_their_gpus():
     from workbench.core.run.runner import Runner
 
     runner = Runner(parallel=2, gpus=FAKE, keep_warm=True)
     try:
-        assert runner._run_gpus() == [FAKE[0], FAKE[1], FAKE[0], FAKE[1]]  # shards, then a bench worker per GPU
+        assert runner.run_gpus() == [FAKE[0], FAKE[1], FAKE[0], FAKE[1]]  # shards, then a bench worker per GPU
         runner.prewarm()
-        assert sorted(w.gpu.id for w in runner._spares) == ["0", "0", "1", "1"]
+        assert sorted(w.gpu.id for w in runner.supply.spares) == ["0", "0", "1", "1"]
     finally:
         runner.close()
 
@@ -89,6 +90,7 @@ def two_gpus(monkeypatch):
     monkeypatch.setattr(gpus, "discover_gpus", lambda *a, **k: list(FAKE))
 
 
+@pytest.mark.slow
 def test_verify_spreads_projects_over_gpus_and_reports_say_where(cli, make_project, two_gpus, tmp_path):
     first, second = make_project(kernels.GOOD, name="first", toml=ONLY_CASES), make_project(kernels.GOOD, name="second", toml=ONLY_CASES)
     code, out, err = cli("verify", first, second, "--json")
@@ -114,6 +116,7 @@ def test_gpus_that_are_not_there_exit_2_naming_those_that_are(cli, make_project,
     assert code == 2 and "no GPU 5" in err and "0 (Fake GPU)" in err
 
 
+@pytest.mark.slow
 def test_a_lost_worker_s_cases_are_re_queued_and_recorded_once(make_project):
     """A worker whose GPU or machine went away (marked `lost`) is not the kernel's fault: the case in
     flight and those after it run in another worker; a result that came back is not run again."""
@@ -127,7 +130,7 @@ def test_a_lost_worker_s_cases_are_re_queued_and_recorded_once(make_project):
 
     def on_event(event):
         if isinstance(event, StageChanged) and event.stage == "verifying" and event.case_index == 1 and not lost:
-            (worker,) = runner._active
+            (worker,) = runner.supply.active
             worker.lost = "GPU 0 fell off the bus"
             lost.append(worker)
             worker.kill()
@@ -175,6 +178,7 @@ def test_benchmarks_on_several_kinds_of_gpu_are_shown_side_by_side(tmp_path):
     assert "71%" in row and "[10.0.0.2/0 A100]" in text
 
 
+@pytest.mark.slow
 def test_no_spare_starts_on_the_gpus_while_a_benchmark_is_timed(make_project):
     """A warm runner refills its spares when it takes a worker, except the one that will benchmark:
     on placed GPUs that spare starts after the run, not beside the timing."""
@@ -182,18 +186,19 @@ def test_no_spare_starts_on_the_gpus_while_a_benchmark_is_timed(make_project):
 
     runner = Runner(parallel=1, gpus=FAKE[:1], keep_warm=True)
     started = []
-    new_worker = runner._new_worker
-    runner._new_worker = lambda gpu=None: started.append(gpu) or new_worker(gpu)
+    new_worker = runner.source.new_worker
+    runner.source.new_worker = lambda gpu=None: started.append(gpu) or new_worker(gpu)
     try:
-        worker = runner._take_worker(FAKE[0], timed=True)
+        worker = runner.take_worker(FAKE[0], timed=True)
         assert started == [FAKE[0]]  # the worker itself, no spare beside it
-        runner._release(worker)
-        runner._take_worker(FAKE[0])
+        runner.supply.release(worker)
+        runner.take_worker(FAKE[0])
         assert started == [FAKE[0], FAKE[0], FAKE[0]]  # untimed work: its replacement starts at once
     finally:
         runner.close()
 
 
+@pytest.mark.slow
 def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_verdict(make_project):
     """One worker verifying then benchmarking is lost mid-verification: the re-queued worker verifies the
     rest, and the benchmark comes after, in a worker of its own, as after sharded verification."""
@@ -209,7 +214,7 @@ def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_v
         events.append(event)
         if isinstance(event, StageChanged) and event.stage == "verifying" and event.case_index == 2 and \
                 not any(isinstance(e, Requeued) for e in events):
-            (worker,) = runner._active
+            (worker,) = runner.supply.active
             worker.lost = "node gone"
             worker.kill()
 
@@ -227,17 +232,23 @@ def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_v
 
 def test_a_benchmark_on_several_gpus_gives_each_its_share_of_the_sweep():
     from workbench.core.run.runner import Runner
+    from workbench.core.run.strategies import RunInFlight, WorkerJobs
     from workbench.core.stage import Job, shard_of
 
-    runner = Runner(gpus=FAKE)
     calls = []
-    runner._run_with_restarts = lambda job, relay, limits, gpu=None: calls.append(
-        (job.stages, job.options.get("bench_shard"), gpu.id if gpu else None))
-    runner._run_after_verification(Job(kernel_path="k.py", stages=["bench"]), print, (None, None))
+
+    class Recording(WorkerJobs):
+        def with_restarts(self, run, job, relay, gpu=None, after_send=None):
+            calls.append((job.stages, job.bench_shard, gpu.id if gpu else None))
+
+    jobs = Recording(Runner(gpus=FAKE))
+    bench = Job(kernel_path="k.py", stages=["bench"])
+    jobs.after_verification(RunInFlight(job=bench, relay=print, limits=(None, None)), bench, print)
     assert sorted(calls) == [(["bench"], [0, 2], "0"), (["bench"], [1, 2], "1")]
     assert shard_of([3, 4, 5], [0, 2]) == [3, 5] and shard_of([3, 4, 5], [1, 2]) == [4]
     calls.clear()
-    runner._run_after_verification(Job(kernel_path="k.py", stages=["profile"]), print, (None, None))
+    profile = Job(kernel_path="k.py", stages=["profile"])
+    jobs.after_verification(RunInFlight(job=profile, relay=print, limits=(None, None)), profile, print)
     assert calls == [(["profile"], None, None)]  # only a benchmark is spread (on the first GPU)
 
 
@@ -245,7 +256,7 @@ def test_a_benchmarks_recheck_is_never_taken_for_a_repeat_of_the_cases_verdict()
     """The runner drops a re-queued job's repeat of a result; the recheck after timing is a second result
     for the same case, and a failing one must reach the report (it did not: `workbench bench` exited 0)."""
     from workbench.core.events import CaseResult
-    from workbench.core.run.runner import result_key
+    from workbench.core.run.relay import result_key
 
     verdict = CaseResult(case_index=3, label="n=1048576", status="passed")
     recheck = CaseResult(case_index=3, label="n=1048576", status="failed", phase="after timing")

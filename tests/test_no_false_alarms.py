@@ -21,6 +21,7 @@ def passed_cases(record):
 
 
 @pytest.mark.parametrize("name", sorted(lib.CORRECT))
+@pytest.mark.slow
 def test_correct_kernels_written_as_libraries_write_them_verify(cli, make_project, name):
     code, rec = verify_json(cli, make_project(lib.CORRECT[name], name=name))
     assert code == 0, [(c["label"], c["config"], c["messages"]) for c in failing(rec)] + rec["problems"]
@@ -30,6 +31,7 @@ def test_correct_kernels_written_as_libraries_write_them_verify(cli, make_projec
 
 # -- 2: launches the counter must see -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_kernel_compiled_with_warmup_and_launched_directly_counts_its_launches(cli, make_project):
     code, rec = verify_json(cli, make_project(lib.TUTORIAL_SOFTMAX, name="softmax_tutorial"))
     assert code == 0, failing(rec)
@@ -46,6 +48,7 @@ def test_an_output_computed_from_a_16_bit_intermediate_gets_the_references_own_r
     assert any("reference_fn's own rounding" in n for n in bf16["notes"])
 
 
+@pytest.mark.slow
 def test_a_wrong_kernel_still_fails_with_the_rounding_shown(cli, make_project):
     code, out, err = cli("verify", make_project(lib.FUSED_ADD_RMSNORM_WRONG, name="wrong"))
     assert code == 1
@@ -87,6 +90,7 @@ def test_an_explicit_refusal_before_any_launch_drops_the_shape(cli, make_project
     assert all("refuses this generated shape" in c["notes"][0] and "ValueError" in c["notes"][0] for c in dropped)
 
 
+@pytest.mark.slow
 def test_a_crash_on_a_generated_shape_fails_the_case(cli, make_project):
     code, rec = verify_json(cli, make_project(lib.CRASHES_ON_SMALL_SIZES, name="crashes"))
     assert code == 1
@@ -96,7 +100,7 @@ def test_a_crash_on_a_generated_shape_fails_the_case(cli, make_project):
 
 
 def test_a_refusal_is_an_explicit_raise_or_assert_in_the_projects_own_code(tmp_path):
-    from workbench.core.verify.battery import is_refusal
+    from workbench.core.verify.failures import is_refusal
 
     (tmp_path / "proj").mkdir()
     kernel = tmp_path / "proj" / "kernel.py"
@@ -146,7 +150,7 @@ def test_fixed_params_is_a_list_of_names(tmp_path):
         ProjectConfig.from_dict({"verify": {"fixed_params": "k"}})
 
 
-@pytest.mark.parametrize("name", ["matmul_unmasked_k", "shapes_unmasked"])
+@pytest.mark.parametrize("name", [pytest.param("matmul_unmasked_k", marks=pytest.mark.slow), "shapes_unmasked"])
 def test_a_kernel_right_only_on_the_sizes_in_cases_fails_on_a_generated_one(cli, make_project, name):
     code, rec = verify_json(cli, make_project(lib.BROKEN[name], name=name))
     if rec["mode"] != "interpreter":
@@ -156,6 +160,7 @@ def test_a_kernel_right_only_on_the_sizes_in_cases_fails_on_a_generated_one(cli,
     assert any("out-of-bounds" in m for c in failing(rec) for m in c["messages"])
 
 
+@pytest.mark.slow
 def test_the_libdevice_kernel_with_a_wrong_constant_still_fails(cli, make_project):
     code, rec = verify_json(cli, make_project(lib.UNSLOTH_GEGLU_WRONG, name="geglu_wrong"))
     assert code == 1
@@ -239,6 +244,7 @@ def test_compatibility_in_junit_fails_only_when_required(tmp_path):
 
 @pytest.mark.parametrize("name, what, line", [("inline_ptx", "inline_asm", "tl.inline_asm_elementwise"),
                                               ("bessel_jn", "`libdevice.jn`", "libdevice.jn(2, x)")])
+@pytest.mark.slow
 def test_what_the_interpreter_cannot_run_is_a_gpu_only_verdict_at_its_line(cli, make_project, name, what, line):
     project = make_project(lib.GPU_ONLY[name], name=name)
     code, rec = verify_json(cli, project)

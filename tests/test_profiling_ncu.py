@@ -186,7 +186,7 @@ def fake_tool(folder: Path, name: str, body: str) -> Path:
 
 PASS_THROUGH = '''
 import os, sys
-os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.run.worker) as it is
+os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.run.child.worker) as it is
 '''
 
 NO_PERMISSION = '''

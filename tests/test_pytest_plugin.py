@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import kernels
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = "[verify]\ngenerated_cases = false\nrepeat_calls = false\n"
@@ -18,6 +19,7 @@ def run_pytest(cwd, *args):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_projects_are_test_items_with_the_same_verdicts_and_exit_code(tmp_path, make_project):
     make_project(kernels.GOOD, name="projects/good", toml=FAST)
     make_project(kernels.GRID_SHORT, name="projects/bad", toml=FAST)
@@ -41,6 +43,7 @@ def test_without_the_option_the_plugin_is_inert(tmp_path, make_project):
     assert "1 passed" in out and "kernel.py" not in out
 
 
+@pytest.mark.slow
 def test_an_unusable_project_exits_as_workbench_verify_does(tmp_path, make_project):
     make_project(kernels.SYNTAX_ERROR, name="projects/broken", toml=FAST)
     code, out = run_pytest(tmp_path, "--workbench", "projects")

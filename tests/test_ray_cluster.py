@@ -92,6 +92,7 @@ def test_an_unreachable_cluster_exits_3_within_seconds_naming_it(make_project):
     assert f"cannot reach the Ray cluster at {address}" in done.stderr
 
 
+@pytest.mark.slow
 def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
     # kernel.py imports a module of its folder: the node gets that too.
     project = make_project(kernels.GRID_SHORT.replace("import torch\n", "import torch\nfrom scaling import FACTOR\n", 1)
@@ -110,20 +111,21 @@ def test_verify_runs_on_the_cluster_one_gpu_per_worker(cluster, make_project):
     assert len({c["gpu"] for c in tuned}) >= 2, said
 
 
+@pytest.mark.slow
 def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, make_project):
-    from workbench_ray.runner import RayRunner, connect
+    from workbench_ray.runner import connect, ray_runner
 
     from workbench.core.events import CaseResult, Requeued, StageChanged
     from workbench.core.project.folder import Project
     from workbench.core.run.session import run_project
 
     assert connect(cluster[1])
-    runner = RayRunner(parallel=1, connected_here=True)
+    runner = ray_runner(parallel=1, connected_here=True)
     killed = []
 
     def on_event(event):  # the actor running case 1 dies, as with its node
         if isinstance(event, StageChanged) and event.stage == "verifying" and event.case_index == 1 and not killed:
-            (worker,) = runner._active
+            (worker,) = runner.supply.active
             killed.append(worker.gpu_id)
             ray.kill(worker.actor, no_restart=True)
 
@@ -141,6 +143,7 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
     assert len(keys) == len(set(keys)) and outcome.exit_code == 0
 
 
+@pytest.mark.slow
 def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
     from workbench_ray.matrix import make_matrix_runner
     from workbench_ray.runner import cluster_gpus

@@ -176,7 +176,7 @@ def test_no_gpu(make_project, sanitize_cli, monkeypatch, tmp_path):
     fake = tmp_path / "compute-sanitizer"
     fake.write_text(f"#!{sys.executable}\n" + textwrap.dedent('''
         import os, sys
-        os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.run.worker) as it is
+        os.execv(sys.argv[-3], sys.argv[-3:])  # run the worker (python -m workbench.core.run.child.worker) as it is
     '''))
     fake.chmod(0o755)
     monkeypatch.setenv("WORKBENCH_COMPUTE_SANITIZER", str(fake))

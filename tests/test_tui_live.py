@@ -11,6 +11,8 @@ from tui_helpers import editor_save, text_of, wait_for
 from workbench.core.project.folder import Project
 from workbench.tui.app import WorkbenchApp
 
+pytestmark = pytest.mark.slow
+
 SIZE = (160, 45)
 
 

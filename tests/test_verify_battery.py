@@ -33,6 +33,7 @@ def test_grid_one_block_short_reports_unwritten_tail(cli, make_project):
     assert case["error_map"]
 
 
+@pytest.mark.slow
 def test_missing_mask_is_an_out_of_bounds_access(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.MISSING_MASK))
     if rec["mode"] != "interpreter":
@@ -52,12 +53,14 @@ def test_mutated_input_fails(cli, make_project):
     assert any("input #0 changed" in m for c in failing(rec) for m in c["messages"])
 
 
+@pytest.mark.slow
 def test_mutated_input_allowed_when_declared_inplace(cli, make_project):
     assert 'restore_value=["x_ptr"]' in kernels.MUTATES_INPUT_RESTORED
     code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT_RESTORED, toml="[verify]\ninplace = true\n"))
     assert code == 0, failing(rec)
 
 
+@pytest.mark.slow
 def test_an_autotuned_kernel_that_changes_its_input_is_pointed_at_restore_value(cli, make_project):
     """On a GPU the autotuner times each config by running it again and again on the same tensors."""
     code, rec = verify_json(cli, make_project(kernels.MUTATES_INPUT, toml="[verify]\ninplace = true\n"))
@@ -68,6 +71,7 @@ def test_an_autotuned_kernel_that_changes_its_input_is_pointed_at_restore_value(
     assert code == 1 and any("restore_value" in n and "scale_kernel" in n for n in notes), failing(rec)
 
 
+@pytest.mark.slow
 def test_one_bad_autotune_config_is_named(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.BAD_CONFIG))
     assert code == 1
@@ -76,12 +80,14 @@ def test_one_bad_autotune_config_is_named(cli, make_project):
     assert all(c["status"] == "passed" for c in rec["cases"] if "BLOCK=64" in c["config"])
 
 
+@pytest.mark.slow
 def test_nan_where_reference_is_finite(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.MAKES_NAN))
     assert code == 1
     assert any("NaN/Inf" in m for c in failing(rec) for m in c["messages"])
 
 
+@pytest.mark.slow
 def test_systematic_error_under_atol_caught_by_error_norm(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.SMALL_BIAS))
     assert code == 1
@@ -89,6 +95,7 @@ def test_systematic_error_under_atol_caught_by_error_norm(cli, make_project):
     assert any("relative error norm" in m for m in messages), messages
 
 
+@pytest.mark.slow
 def test_nondeterminism_is_a_note_unless_asked_for(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.NONDETERMINISTIC))
     assert code == 0
@@ -99,6 +106,7 @@ def test_nondeterminism_is_a_note_unless_asked_for(cli, make_project):
     assert any("nondeterministic" in m for c in failing(rec) for m in c["messages"])
 
 
+@pytest.mark.slow
 def test_compile_error_points_at_the_line(cli, make_project):
     project = make_project(kernels.COMPILE_ERROR)
     code, rec = verify_json(cli, project)
@@ -109,6 +117,7 @@ def test_compile_error_points_at_the_line(cli, make_project):
     assert problem["file"].endswith("kernel.py")
 
 
+@pytest.mark.slow
 def test_hang_times_out_and_the_other_cases_still_run(cli, make_project):
     project = make_project(kernels.HANGS, toml="[verify]\ntimeout_s = 4\ninterpret_timeout_s = 4\n")
     code, rec = verify_json(cli, project)
@@ -118,11 +127,13 @@ def test_hang_times_out_and_the_other_cases_still_run(cli, make_project):
     assert by_case[0]["status"] == by_case[2]["status"] == "passed"
 
 
+@pytest.mark.slow
 def test_hang_time_out_from_the_command_line(cli, make_project):
     code, out, err = cli("verify", make_project(kernels.HANGS), "--timeout", "4", "--case", "1")
     assert code == 1 and "timed out after 4 s" in out
 
 
+@pytest.mark.slow
 def test_crash_is_that_cases_failure_and_verification_goes_on(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.CRASHES))
     assert code == 1
@@ -131,12 +142,14 @@ def test_crash_is_that_cases_failure_and_verification_goes_on(cli, make_project)
     assert by_case[0]["status"] == by_case[2]["status"] == "passed"
 
 
+@pytest.mark.slow
 def test_plain_contract_verifies_unchanged(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.PLAIN_CONTRACT))
     assert code == 0
     assert [c["label"] for c in rec["cases"]] == ["get_inputs()"]
 
 
+@pytest.mark.slow
 def test_kernel_file_path_works_too(cli, make_project):
     project = make_project(kernels.PLAIN_CONTRACT)
     code, rec = verify_json(cli, project / "kernel.py")
@@ -177,6 +190,7 @@ def test_sharded_verification_is_one_run(make_project):
     assert outcome.exit_code == 1
 
 
+@pytest.mark.slow
 def test_sharded_verification_says_verified_once_before_the_benchmark(make_project):
     """The verdict is complete when the last shard is past its cases, not when the bench worker is up."""
     from workbench.core.events import CaseResult, Problem, RunStarted, StageChanged
@@ -229,6 +243,7 @@ def test_reports_list_cases_in_case_order_whatever_order_the_shards_finished(tmp
         [(0, ""), (0, "BLOCK=64"), (0, "BLOCK=128"), (1, ""), (2, "")]
 
 
+@pytest.mark.slow
 def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_project):
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
@@ -237,14 +252,15 @@ def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_p
     runner = Runner(parallel=2, keep_warm=True)
     try:
         runner.prewarm()
-        assert runner.workers_per_run == 3 and len(runner._spares) == 3
+        assert runner.workers_per_run == 3 and len(runner.supply.spares) == 3
         run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"])
-        assert sum(w.proc.poll() is None for w in runner._spares) == 3  # refilled for the next save
+        assert sum(w.proc.poll() is None for w in runner.supply.spares) == 3  # refilled for the next save
     finally:
         runner.close()
     assert Runner(parallel=1).workers_per_run == 1
 
 
+@pytest.mark.slow
 def test_what_the_kernel_prints_reaches_the_log_even_though_the_exit_is_not_waited_for(make_project):
     from workbench.core.events import LogLine
     from workbench.core.project.folder import Project
@@ -263,6 +279,7 @@ def test_what_the_kernel_prints_reaches_the_log_even_though_the_exit_is_not_wait
     assert any(text.endswith(" 4097") for text in said), said  # the last case's print, too
 
 
+@pytest.mark.slow
 def test_under_a_launcher_the_run_ends_when_the_launcher_is_done(make_project, tmp_path):
     """A profiler or sanitizer writes its report after the worker exits: the run must not cut it off."""
     import shlex

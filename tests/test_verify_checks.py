@@ -23,6 +23,7 @@ def test_a_kernel_that_patches_torch_and_the_compare_module_still_fails(cli, mak
     assert any("outside rtol" in m for m in case["messages"]) and case["bad_count"] == 4097
 
 
+@pytest.mark.slow
 def test_verdicts_forged_in_the_kernels_process_are_errors(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.FORGES_VERDICT))
     assert code == 1
@@ -30,6 +31,7 @@ def test_verdicts_forged_in_the_kernels_process_are_errors(cli, make_project):
     assert all("not by the judge" in c["messages"][0] for c in rec["cases"])
 
 
+@pytest.mark.slow
 def test_no_triton_kernel_launched_fails_unless_opted_out(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.NO_TRITON, name="torch_only"))
     assert code == 1
@@ -41,6 +43,7 @@ def test_no_triton_kernel_launched_fails_unless_opted_out(cli, make_project):
     assert all(c["checks"]["triton_launched"].startswith("skipped") for c in tuned(rec))
 
 
+@pytest.mark.slow
 def test_launches_are_counted_per_call(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONLY_CASES))
     assert code == 0
@@ -48,6 +51,7 @@ def test_launches_are_counted_per_call(cli, make_project):
     assert all(c["checks"]["triton_launched"] == "passed" for c in tuned(rec))
 
 
+@pytest.mark.slow
 def test_an_output_cached_by_address_fails_on_recycled_inputs(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.CACHED_BY_ADDRESS, toml=ONLY_CASES))
     assert code == 1
@@ -57,12 +61,14 @@ def test_an_output_cached_by_address_fails_on_recycled_inputs(cli, make_project)
     assert any("data_ptr()" in m for m in case["messages"])
 
 
+@pytest.mark.slow
 def test_a_kernel_right_only_on_its_first_call_fails_on_fresh_inputs(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.FIRST_CALL_ONLY, toml=ONLY_CASES))
     assert code == 1
     assert tuned(rec)[0]["checks"]["repeat_fresh_inputs"] == "failed"
 
 
+@pytest.mark.slow
 def test_an_output_aliasing_an_input_fails_unless_inplace(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.ALIASES_INPUT, name="aliases"))
     assert code == 1
@@ -77,6 +83,7 @@ def test_an_output_aliasing_an_input_fails_unless_inplace(cli, make_project):
     assert code == 0, messages(rec)  # the reference returns its input too
 
 
+@pytest.mark.slow
 def test_wrong_output_dtype_names_expected_and_got(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.WRONG_DTYPE, toml=ONLY_CASES))
     assert code == 1
@@ -86,6 +93,7 @@ def test_wrong_output_dtype_names_expected_and_got(cli, make_project):
     assert next(c for c in tuned(rec) if c["case_index"] == 0)["status"] == "passed"  # float32 in, float32 out
 
 
+@pytest.mark.slow
 def test_a_shape_that_only_broadcasts_fails(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.BROADCAST_SHAPE, toml=ONLY_CASES))
     assert code == 1
@@ -93,6 +101,7 @@ def test_a_shape_that_only_broadcasts_fails(cli, make_project):
     assert case["checks"]["shape"] == "failed" and case["messages"][0] == "shape (1, 4097), expected (4097,)"
 
 
+@pytest.mark.slow
 def test_a_kernel_without_masks_fails_on_a_generated_edge_shape(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.NO_MASK_ALIGNED, name="nomask"))
     if rec["mode"] != "interpreter":
@@ -107,6 +116,7 @@ def test_a_kernel_without_masks_fails_on_a_generated_edge_shape(cli, make_projec
     assert code == 0 and not any(c["generated"] for c in rec["cases"])
 
 
+@pytest.mark.slow
 def test_constant_inputs_and_a_zero_reference_are_warned_about(cli, make_project):
     code, out, err = cli("verify", make_project(kernels.ZERO_INPUTS, toml=ONLY_CASES))
     assert code == 0
@@ -116,6 +126,7 @@ def test_constant_inputs_and_a_zero_reference_are_warned_about(cli, make_project
     assert not any(c["warnings"] for c in rec["cases"])
 
 
+@pytest.mark.slow
 def test_torch_compile_and_cuda_graphs_say_why_they_were_skipped_in_the_interpreter(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONLY_CASES))
     if rec["mode"] != "interpreter":
@@ -146,6 +157,7 @@ def test_generated_cases_vary_the_sizes_and_stay_bounded():
 
 
 @pytest.mark.parametrize("name", ["rmsnorm", "swiglu", "rope", "cross_entropy", "matmul", "layernorm"])
+@pytest.mark.slow
 def test_correct_kernels_in_the_usual_styles_verify_unchanged(cli, make_project, name):
     import kernels_zoo
 

@@ -1,13 +1,15 @@
-"""What a command is, and the registry that hooks fill.
+"""What a command is, the registry that hooks fill, and what commands share (a progress line).
 
-Exit codes are an API (README.md): 0 all passed, 1 a verification failed,
-2 the project or its kernel.py could not be used (also: bad arguments, a refused
-name), 3 an environment problem (no torch/triton, no GPU where one is needed).
+Exit codes are an API (README.md), defined once in workbench/core/verdict.py and re-exported here
+for commands and plugins: 0 all passed, 1 a verification failed, 2 the project or its kernel.py
+could not be used (also: bad arguments, a refused name), 3 an environment problem (no
+torch/triton, no GPU where one is needed, GPU ONLY).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -15,7 +17,8 @@ import pluggy
 
 hookimpl = pluggy.HookimplMarker("workbench")
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
+from .core.events import Event, StageChanged
+from .core.verdict import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE  # noqa: F401 - the API plugins import
 
 
 @dataclass
@@ -60,3 +63,21 @@ def collect_by_name(hook: Callable[..., Any], what: str) -> dict[str, Any]:
 
 def collect_commands(pm: pluggy.PluginManager) -> dict[str, Command]:
     return collect_by_name(pm.hook.workbench_register_commands, "command")
+
+
+class Progress:
+    """A one-line live status on stderr, when stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __call__(self, event: Event) -> None:
+        if self.enabled and isinstance(event, StageChanged):
+            counter = f" {event.current}/{event.total}" if event.total else ""
+            sys.stderr.write(f"\r\033[K  {event.stage}{counter} {event.detail}"[:120])
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -132,9 +132,12 @@ def workbench_make_runner(args: Any, interpret: bool, keep_warm: bool) -> Any:
 
     Result: firstresult=True: the first non-None result is used, and no other implementation is
     called. Return None unless the command line asks for this plugin's runner (e.g. its
-    ``--cluster`` option was given). A runner behaves as :class:`workbench.core.run.Runner`
-    (``run(job, on_event, timeout_s, interpret_timeout_s)``, ``cancel()``, ``close()``, ``prewarm()``);
-    subclassing it and overriding ``_new_worker`` keeps the sharding, restarts and re-queueing.
+    ``--cluster`` option was given). A runner is a :class:`workbench.core.run.RunnerLike`
+    (``run(job, on_event, timeout_s, interpret_timeout_s)``, ``cancel()``, ``close()``, ``prewarm()``,
+    ``cancelled``). A plugin whose workers run elsewhere implements :class:`workbench.core.run.WorkerSource`
+    (and :class:`~workbench.core.run.WorkerHandle` for each worker) and returns
+    ``workbench.core.run.make_runner(workers=source, ...)``: the sharding, restarts and re-queueing stay
+    the workbench's.
     A runner that cannot start (an unreachable cluster) raises
     :class:`workbench.commands.CommandError` with exit code 3 and a message naming what it tried.
     With no result the command runs on this machine's GPUs (``--gpus``).

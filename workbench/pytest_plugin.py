@@ -41,10 +41,9 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
 def _runner(config: pytest.Config) -> Any:
     runner = getattr(config, "_workbench_runner", None)
     if runner is None:
-        from .core.run.runner import Runner, default_parallel
+        from .core.run.factory import make_runner
 
-        runner = Runner(interpret=config.getoption("workbench_interpret"), keep_warm=True,
-                        parallel=default_parallel())
+        runner = make_runner(interpret=config.getoption("workbench_interpret"), keep_warm=True)
         config._workbench_runner = runner  # type: ignore[attr-defined]
         config._workbench_exit = 0  # type: ignore[attr-defined]
     return runner

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 from .core.events import (
-    GPU_ONLY_KIND,
     AutotuneReport,
     BenchResult,
     CaseResult,
@@ -19,22 +17,24 @@ from .core.events import (
     Timing,
 )
 from .core.run.session import RunOutcome
-from .core.timing.stats import bench_summary, format_ms, format_rate, relative_spread
+from .core.text import (
+    MISSING,
+    fmt_err,
+    fmt_fraction,
+    fmt_ms,
+    fmt_rate,
+    fmt_speedup,
+    fmt_value,
+    source_lines,
+)
+from .core.timing.stats import bench_summary, relative_spread
+from .core.verdict import GPU_ONLY_KIND
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
-VERDICT_LABEL = {"passed": "VERIFIED", "failed": "FAILED", "error": "NOT USABLE", "gpu_only": "GPU ONLY"}
 
 
-def fmt_err(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    return f"{value:.2e}"
 
 
-def fmt_value(value: float | None) -> str:
-    return "unwritten/NaN" if value is None else f"{value:.6g}"
 
 
 def relpath(path: str) -> str:
@@ -79,10 +79,10 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         for r in rows:
             if r.config and r.status == "passed" and not verbose:
                 continue  # every forced config that passed is summarised below
-            table.append((str(r.case_index), r.label, r.dtype or "-", _short_config(r.config),
+            table.append((str(r.case_index), r.label, r.dtype or MISSING, _short_config(r.config),
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
-                          fmt_err(r.rel_norm_err), "-" if r.launches is None else str(r.launches))
-                         + ((r.gpu or "-",) if on_gpus else ()))
+                          fmt_err(r.rel_norm_err), MISSING if r.launches is None else str(r.launches))
+                         + ((r.gpu or MISSING,) if on_gpus else ()))
         lines += text_table(table)
         forced = [r for r in rows if r.config]
         if forced:
@@ -108,7 +108,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         lines += source_excerpt(p.file, p.line)
         if verbose and p.traceback:
             lines += ["    " + ln for ln in p.traceback.rstrip().splitlines()]
-    if verbose or outcome.tally.exit_code not in (0, 1):
+    if verbose or outcome.exit_code not in (0, 1):
         logs = [e.text for e in outcome.events if isinstance(e, LogLine) and e.text.strip()]
         if logs:
             lines += ["", "  worker output (last lines):"] + ["    " + t for t in logs[-12:]]
@@ -153,17 +153,7 @@ def requeued_lines(outcome: RunOutcome) -> list[str]:
 
 def source_excerpt(file: str, line: int, around: int = 1) -> list[str]:
     """The offending kernel.py line with one line either side, numbered, the line itself marked."""
-    if not file or not line:
-        return []
-    try:
-        text = Path(file).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return []
-    out = []
-    for n in range(max(1, line - around), min(len(text), line + around) + 1):
-        mark = ">" if n == line else " "
-        out.append(f"    {mark}{n:5d} | {text[n - 1]}")
-    return out
+    return [f"    {'>' if n == line else ' '}{n:5d} | {text}" for n, text in source_lines(file, line, around)]
 
 
 def _short_config(config: str) -> str:
@@ -194,17 +184,15 @@ def failure_details(r: CaseResult) -> list[str]:
 
 
 def summary_line(outcome: RunOutcome) -> str:
-    t = outcome.tally
-    verdict = VERDICT_LABEL.get(t.verdict, t.verdict.upper())
-    if outcome.finished is not None and outcome.finished.verdict == "cancelled":
-        verdict = "CANCELLED"
-    parts = [f"{t.passed} passed", f"{t.failed} failed"]
-    if t.errors:
-        parts.append(f"{t.errors} errors")
-    if t.skipped:
-        parts.append(f"{t.skipped} skipped")
+    verdict = outcome.verdict
+    parts = [f"{verdict.passed} passed", f"{verdict.failed} failed"]
+    if verdict.errors:
+        parts.append(f"{verdict.errors} errors")
+    if verdict.skipped:
+        parts.append(f"{verdict.skipped} skipped")
     took = f" in {outcome.finished.duration_s:.1f} s" if outcome.finished else ""
-    return f"{verdict}: {', '.join(parts)}{took} (exit {t.exit_code})"
+    after = "; a later stage stopped (above)" if verdict.after else ""
+    return f"{verdict.label}: {', '.join(parts)}{took}{after} (exit {verdict.exit_code})"
 
 
 def case_name(r: CaseResult) -> str:
@@ -293,15 +281,11 @@ def timing_mark(timing: Timing) -> str:
 
 
 def fmt_timing(timing: Timing | None) -> str:
-    return f"{format_ms(timing.median_ms)} {timing_mark(timing)}" if timing is not None else "-"
+    return f"{fmt_ms(timing.median_ms)} {timing_mark(timing)}" if timing is not None else MISSING
 
 
-def fmt_fraction(value: float | None) -> str:
-    return f"{value:.0%}" if value is not None else "-"
 
 
-def fmt_speedup(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
 
 
 def text_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
@@ -318,8 +302,8 @@ def device_lines(facts: DeviceFacts) -> list[str]:
     lines = [f"  GPU {facts.name}{which}" + (f" | {state} before timing" if state else "") +
              f" | driver {facts.driver or '?'} | torch {facts.torch_version}, triton {facts.triton_version}"]
     if facts.copy_gbps:
-        lines.append(f"  ceilings of this GPU: copy {format_rate(facts.copy_gbps, 'GB/s')}, bf16 matmul "
-                     f"{format_rate(facts.matmul_tflops, 'TFLOP/s')} (measured {facts.ceilings_measured_at[:10]})")
+        lines.append(f"  ceilings of this GPU: copy {fmt_rate(facts.copy_gbps, 'GB/s')}, bf16 matmul "
+                     f"{fmt_rate(facts.matmul_tflops, 'TFLOP/s')} (measured {facts.ceilings_measured_at[:10]})")
     lines += [f"  note: {n}" for n in facts.notes]
     return lines
 
@@ -334,17 +318,17 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
     for r in results:
         k = r.kernel
         kernel_cell = "RE-CHECK FAILED" if r.recheck.startswith("failed") else fmt_timing(k)
-        row = (str(r.case_index), r.label, kernel_cell, f"{relative_spread(k):.1%}" if k else "-",
-               str(k.samples) if k else "-",
+        row = (str(r.case_index), r.label, kernel_cell, f"{relative_spread(k):.1%}" if k else MISSING,
+               str(k.samples) if k else MISSING,
                fmt_timing(r.reference), fmt_timing(r.compiled), fmt_speedup(r.speedup_vs_reference),
-               fmt_speedup(r.speedup_vs_compiled), format_rate(r.gbps, "").strip(), fmt_fraction(r.bandwidth_fraction))
+               fmt_speedup(r.speedup_vs_compiled), fmt_rate(r.gbps, "").strip(), fmt_fraction(r.bandwidth_fraction))
         if with_flops:
-            row += (format_rate(r.tflops, "").strip(), fmt_fraction(r.compute_fraction))
+            row += (fmt_rate(r.tflops, "").strip(), fmt_fraction(r.compute_fraction))
         if verbose:
-            row += (str(r.sm_clock_mhz) if r.sm_clock_mhz is not None else "-",
-                    str(r.temperature_c) if r.temperature_c is not None else "-")
+            row += (str(r.sm_clock_mhz) if r.sm_clock_mhz is not None else MISSING,
+                    str(r.temperature_c) if r.temperature_c is not None else MISSING)
         if on_gpus:
-            row += (r.gpu or "-",)
+            row += (r.gpu or MISSING,)
         rows.append(row)
     return text_table(rows)
 
@@ -371,7 +355,7 @@ def autotune_lines(reports: list[AutotuneReport]) -> list[str]:
         lines.append(f"  autotune, case {a.case_index}: {a.kernel} [{a.key}] picked {a.picked}{took} ({a.source})")
         rows = []
         for t in sorted(a.timings, key=lambda t: (t.ms is None, t.ms or 0.0)):
-            rows.append((format_ms(t.ms) if t.ms is not None else t.status, t.config,
+            rows.append((fmt_ms(t.ms) if t.ms is not None else t.status, t.config,
                          "<- picked" if t.config == a.picked else ""))
         lines += text_table(rows, indent="      ") if rows else []
     return lines
@@ -398,7 +382,7 @@ def kinds_table(results: list[BenchResult], facts: list[DeviceFacts]) -> list[st
         for kind in kinds:
             r = cells.get((case, kind))
             fractions = [f for f in (r.bandwidth_fraction, r.compute_fraction) if f is not None] if r else []
-            row += (fmt_timing(r.kernel) if r else "-", fmt_fraction(max(fractions)) if fractions else "-")
+            row += (fmt_timing(r.kernel) if r else MISSING, fmt_fraction(max(fractions)) if fractions else MISSING)
         rows.append(row)
     return ["  per GPU kind (each % is of that GPU's own measured ceilings):"] + text_table(rows)
 

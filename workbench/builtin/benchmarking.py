@@ -24,9 +24,9 @@ from ..commands import (
     hookimpl,
 )
 from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
-from ..core.run.runner import Runner
+from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
-from ..core.run.worker import Job
+from ..core.stage import Job
 from ..reports import format_bench
 from .verifying import add_run_arguments, overall_exit, run_many
 
@@ -145,7 +145,7 @@ def measure_ceilings(interpret: bool = False) -> tuple[list[tuple[str, str]], in
     from ..core.timing.device import Ceilings, describe_ceilings
 
     events: list[Any] = []
-    runner = Runner(interpret=interpret)
+    runner = make_runner(interpret=interpret, parallel=1)
     try:
         runner.run(Job(kernel_path="", stages=["measure_ceilings"]), events.append, timeout_s=MEASURE_TIMEOUT_S)
     finally:

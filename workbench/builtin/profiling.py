@@ -21,10 +21,11 @@ from ..commands import (
     Command,
     CommandError,
     Context,
+    Progress,
     hookimpl,
 )
 from ..profiling import Profiler, collect_profilers
-from .verifying import Progress, resolve_projects
+from .verifying import resolve_projects
 
 NO_PROFILER = ("no profiler is installed; Nsight Compute comes as a plugin: pip install -e plugins/ncu "
                "(see `workbench plugins`)")

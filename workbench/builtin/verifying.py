@@ -10,12 +10,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
-from ..core.events import Event, StageChanged
+from ..commands import Command, CommandError, Context, Progress, hookimpl
+from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
+from ..core.run.factory import lanes
 from ..core.run.gpus import GpuSelectionError, select_gpus
-from ..core.run.runner import Runner, default_parallel
 from ..core.run.session import RunOutcome, run_project
+from ..core.verdict import worst_exit
 from ..reports import format_outcome, junit_tree
 
 
@@ -58,24 +59,6 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report to FILE")
 
 
-class Progress:
-    """A one-line live status on stderr, when stderr is a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def __call__(self, event: Event) -> None:
-        if self.enabled and isinstance(event, StageChanged):
-            counter = f" {event.current}/{event.total}" if event.total else ""
-            sys.stderr.write(f"\r\033[K  {event.stage}{counter} {event.detail}"[:120])
-            sys.stderr.flush()
-
-    def clear(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
 def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
                  keep_warm: bool | None = None) -> list[Any]:
     """The runners the projects share out: a plugin's (a cluster), else one per lane of local GPUs.
@@ -92,10 +75,7 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
         gpus = [] if args.interpret else select_gpus(getattr(args, "gpus", "all"))
     except GpuSelectionError as exc:
         raise CommandError(str(exc)) from None
-    lanes = max(1, min(len(gpus), n_projects))
-    parallel = default_parallel()
-    return [Runner(interpret=args.interpret, keep_warm=keep_warm, parallel=max(1, parallel // lanes),
-                   gpus=gpus[lane::lanes]) for lane in range(lanes)]
+    return lanes(n_projects, gpus, interpret=args.interpret, keep_warm=keep_warm)
 
 
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
@@ -136,8 +116,7 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
                     progress(event)
                     context.pm.hook.workbench_observe_event(event=event, project=project)
 
-            options = {"timeout_s": args.timeout} if args.timeout else None
-            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, options=options)
+            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout)
             with lock:
                 finish(index, outcome)
 
@@ -167,8 +146,7 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
 
 def overall_exit(outcomes: list[RunOutcome]) -> int:
     """The most serious exit code wins: environment (3) > unusable (2) > failed (1) > ok (0)."""
-    codes = [o.exit_code for o in outcomes] or [EXIT_OK]
-    return max(codes)
+    return worst_exit(o.exit_code for o in outcomes)
 
 
 def _run(args: argparse.Namespace, context: Context) -> int:

@@ -1,14 +1,16 @@
-"""The workbench's engine, free of any UI (nothing under core/ imports textual).
+"""The workbench's engine, free of any UI (nothing under core/ imports textual; nothing here imports the
+commands, the reports, the app or the plugins). docs/ARCHITECTURE.md draws the whole.
 
 Layers, each importing only those before it (tests/test_layering.py holds the line):
 
-    events, fsutil, stage   what a run emits; atomic files; the runner <-> stage protocol
+    events, verdict, text, fsutil, stage   what a run emits; its verdict and exit code; numbers as text;
+                            atomic files; a job and what a stage is given
     project/                a project: its folder, workbench.toml, kernel.py's contract, history, scaffolds
-    verify/                 the verification battery: the checks, the comparison, interpreter fixes
+    verify/                 the verification battery: the checks, the judge, the comparison, interpreter fixes
     timing/                 benchmarks: timers, statistics, GPU facts and ceilings, autotune records
-    run/                    processes: warm workers, the runner, a run of a project end to end
+    run/                    processes: the runner and its workers (parent side), run/child/ (child side)
     live/                   the live loop: file watching, save -> run, changes between runs
 
 Plugins import from the subpackages' own names (``workbench.core.project``, ``.run``, ``.verify``)
-and from ``workbench.core.events``.
+and from ``workbench.core.events``, ``.verdict``, ``.text`` and ``.stage``.
 """

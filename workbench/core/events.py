@@ -47,7 +47,7 @@ class WorkerReady(Event):
     reason: str = ""  # why the interpreter is used, when it is
     warmup_phases: dict[str, float] = field(default_factory=dict)  # seconds of each warm-up step, in order
     compile_target: list = field(default_factory=list)  # Triton's GPU target, when processes without a GPU can
-    # compile for this worker (run/compile_pool.py): [backend, arch, warp size]
+    # compile for this worker (run/child/compile_pool.py): [backend, arch, warp size]
 
 
 @dataclass
@@ -294,67 +294,6 @@ def finite_or_none(value: float | None) -> float | None:
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return None
     return float(value)
-
-
-# Problems that mean "the project could not be used" (exit code 2), as opposed
-# to a kernel that ran and was wrong (1) or a machine that cannot run it (3).
-UNUSABLE_KINDS = frozenset({"syntax", "import", "contract", "inputs", "reference", "compile", "config"})
-ENVIRONMENT_KINDS = frozenset({"environment"})
-# The Triton interpreter cannot run what the kernel uses (a libdevice function it has no implementation
-# of, inline PTX): no verdict on this machine, one on a GPU (exit 3, verdict "gpu_only"). Not an
-# environment problem of the kind a refused benchmark is: the verification itself is incomplete.
-GPU_ONLY_KIND = "gpu_only"
-
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
-
-
-@dataclass
-class Tally:
-    """Counts a run's events into a verdict and an exit code."""
-
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
-    problems: list[Problem] = field(default_factory=list)
-
-    def add(self, event: Event) -> None:
-        if isinstance(event, CaseResult):
-            if event.status == "passed":
-                self.passed += 1
-            elif event.status == "failed":
-                self.failed += 1
-            elif event.status == "error":
-                self.errors += 1
-            else:
-                self.skipped += 1
-        elif isinstance(event, Problem):
-            self.problems.append(event)
-
-    @property
-    def exit_code(self) -> int:
-        kinds = {p.kind for p in self.problems}
-        if kinds & ENVIRONMENT_KINDS or GPU_ONLY_KIND in kinds:
-            return EXIT_ENVIRONMENT
-        if kinds & UNUSABLE_KINDS:
-            return EXIT_UNUSABLE
-        if self.failed or self.errors or self.problems:
-            return EXIT_FAILED
-        if not self.passed:  # nothing ran: no case proved anything
-            return EXIT_FAILED if self.skipped else EXIT_UNUSABLE
-        return EXIT_OK
-
-    @property
-    def verdict(self) -> str:
-        """passed | failed | gpu_only (checkable on a GPU only: GPU_ONLY_KIND) | error"""
-        kinds = {p.kind for p in self.problems}
-        if GPU_ONLY_KIND in kinds and not kinds & ENVIRONMENT_KINDS:
-            return "gpu_only"
-        return {EXIT_OK: "passed", EXIT_FAILED: "failed"}.get(self.exit_code, "error")
-
-    def finished(self, duration_s: float) -> RunFinished:
-        return RunFinished(verdict=self.verdict, passed=self.passed, failed=self.failed, errors=self.errors,
-                           skipped=self.skipped, duration_s=round(duration_s, 3))
 
 
 class EventStream:

@@ -1,6 +1,6 @@
 """What a worker stage is given and how it ends: the protocol between the runner and the stages.
 
-A stage is a function `stage(context: JobContext)` that a worker process runs (run/worker.py
+A stage is a function `stage(context: JobContext)` that a worker process runs (run/child/worker.py
 dispatches on the job's stage names); the verification battery, the benchmark and plugins'
 profilers are stages. They end early by raising `RunAborted` (the project cannot go on; the
 Problem was emitted) or `ContextPoisoned` (a CUDA error left the process unusable: the runner
@@ -10,11 +10,18 @@ resumes the remaining cases in a fresh worker). Imports nothing of the workbench
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .events import Problem
+
+if TYPE_CHECKING:  # for the annotations only: this module imports nothing of the workbench but events
+    from .project.config import ProjectConfig
+    from .project.contract import KernelModule
+    from .run.child.compile_pool import CompilePool
+    from .verdict import Tally
 
 CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                       "illegal instruction", "device-side assert", "CUDA error: an illegal")
@@ -34,36 +41,73 @@ def is_cuda_fatal(exc: BaseException) -> bool:
 
 
 @dataclass
+class CompilePoolOrder:
+    """Where a run's compile processes (run/child/compile_pool.py) meet their GPU worker: a Linux
+    abstract-socket address and an authentication key, chosen per run; how many processes compile,
+    and the GPU target ([backend, arch, warp size]) they compile for."""
+
+    address: str
+    authkey: str  # hex
+    processes: int
+    target: list[Any]
+
+    @classmethod
+    def new(cls, target: list[Any], processes: int) -> CompilePoolOrder:
+        return cls(address=f"\0workbench-compile-{os.getpid()}-{os.urandom(6).hex()}", authkey=os.urandom(16).hex(),
+                   processes=processes, target=list(target))
+
+    def order_for(self, kernel_path: str, cache_dir: str) -> str:
+        """A compile process's order (run/protocol.COMPILE_ORDER_ENV): where to connect, what to import and
+        compile for, and the run's Triton cache."""
+        return json.dumps({"address": self.address, "authkey": self.authkey, "target": self.target,
+                           "kernel_path": kernel_path, "cache_dir": cache_dir})
+
+
+@dataclass
 class Job:
+    """One job for one worker, as it travels (one JSON line). The fields the workbench itself reads are
+    typed; `options` is the plugins' own (a stage of theirs reads what it put there)."""
+
     kernel_path: str
     stages: list[str] = field(default_factory=lambda: ["verify"])
     config: dict[str, Any] = field(default_factory=dict)  # ProjectConfig.to_dict()
     case_indices: list[int] | None = None  # None: every case the stages use
     cache_dir: str = ""
     pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
-    options: dict[str, Any] = field(default_factory=dict)  # stage-specific switches
+    live: bool = False  # the live loop's run: its shorter timing series, no compatibility checks
+    reference_timings: dict[str, Any] = field(default_factory=dict)  # bench.reference_key -> earlier Timing (live)
+    shard: list[int] | None = None  # [k, n]: this worker verifies every n-th case, from the k-th
+    bench_shard: list[int] | None = None  # [k, n]: ... and times that share of the benchmark sweep
+    gpu_gate: bool = False  # wait for the parent's GPU_GATE line before timing anything
+    compile_pool: CompilePoolOrder | None = None  # compile processes serve this job (run/child/compile_pool.py)
+    options: dict[str, Any] = field(default_factory=dict)  # plugins' switches (e.g. a profiler's)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "Job":
-        return cls(**json.loads(text))
+    def from_json(cls, text: str) -> Job:
+        data = json.loads(text)
+        pool = data.get("compile_pool")
+        return cls(**{**data, "compile_pool": CompilePoolOrder(**pool) if pool else None})
 
 
 @dataclass
 class JobContext:
+    """What a stage is given (see the module docstring). Typed for the workbench's own stages; a
+    plugin's stage reads the same fields."""
+
     job: Job
-    km: Any  # contract.KernelModule
-    config: Any  # config.ProjectConfig
+    km: KernelModule | None  # None for a job without kernel.py (`doctor --measure`)
+    config: ProjectConfig
     interpret: bool
     emit: Callable[[Any], None]
-    tally: Any = None  # events.Tally of what this job emitted so far: a later stage sees whether verify passed
+    tally: Tally | None = None  # what this job emitted so far: a later stage sees whether verification passed
     judge: Callable[[Any], Any] | None = None  # CaseData -> CaseResult, given (and reported) by the judge process
     # Blocks until the GPU is this job's alone; a job started beside its verification's last workers
-    # (Job.options["gpu_gate"]) calls it before it times anything. Returns at once after the first call.
+    # (Job.gpu_gate) calls it before it times anything. Returns at once after the first call.
     wait_for_gpu: Callable[[], None] = lambda: None
-    compiles: Any = None  # run/compile_pool.CompilePool: processes without a GPU compile this job's kernels
+    compiles: CompilePool | None = None  # processes without a GPU compile this job's kernels
 
 
 def shard_of(cases: list, shard: list[int] | None) -> list:

@@ -37,7 +37,8 @@ from ..core.live.loop import LiveLoop, RunRequest
 from ..core.live.watch import ProjectWatcher, Save
 from ..core.project.folder import Project
 from ..core.project.history import read_records, read_source
-from ..core.run.runner import Runner, default_parallel
+from ..core.run.contracts import RunnerLike
+from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
 from .actions import Actions
 from .messages import FilesGone, RunBegan, RunDone, RunEvent, SaveAccepted, WatchFailed
@@ -90,7 +91,7 @@ class WorkbenchApp(Actions, App):
     ]
 
     def __init__(self, project: Project, pm: Any = None, interpret: bool = False, bench: bool = True,
-                 runner: Runner | None = None, live: bool = True) -> None:
+                 runner: RunnerLike | None = None, live: bool = True) -> None:
         """`live=False` starts no watcher and no runs: the screen shows what is posted to it (tests, snapshots)."""
         super().__init__()
         self.project, self.pm, self.live = project, pm, live
@@ -106,7 +107,7 @@ class WorkbenchApp(Actions, App):
         self._stop_watching = threading.Event()
         # `workbench watch` passes the runner (builtin/verifying.make_runners: GPUs, plugins); this one has no
         # GPU placement, for the app opened on its own (tests, the module's example).
-        runner = runner or Runner(interpret=interpret, keep_warm=True, parallel=default_parallel())
+        runner = runner or make_runner(interpret=interpret, keep_warm=True)
         self.loop = LiveLoop(project, runner, self._loop_event,
                              on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
                              on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)))

@@ -2,8 +2,9 @@
 
 `RunState.apply(event)` takes every event of one run, in order, and returns the
 names of the panels whose content changed; the widgets render from the state.
-The verdict is the verification's own: a benchmark that was refused (no GPU) or
-that failed is the benchmark panel's business, never the kernel's verdict.
+The verdict is core/verdict.py's, from a Tally of the run's events, as the CLI and the history have
+it: the verification's own; a benchmark that was refused (no GPU) or that failed is the benchmark
+panel's business, never the kernel's verdict.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.events import (
-    ENVIRONMENT_KINDS,
     AutotuneReport,
     BenchResult,
     CaseResult,
@@ -24,11 +24,11 @@ from ..core.events import (
     RunFinished,
     RunStarted,
     StageChanged,
-    Tally,
     WorkerReady,
 )
 from ..core.live.loop import RunRequest
 from ..core.live.watch import Save
+from ..core.verdict import ENVIRONMENT_KINDS, LABELS, Tally
 
 # The pipeline a run goes through, as the status line draws it.
 PHASES = ("cache", "compile", "verify", "bench", "done")
@@ -80,8 +80,7 @@ class RunState:
     started: RunStarted | None = None
     stage: StageChanged | None = None
     rows: dict[int, CaseRow] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)  # of the project and its verification
-    bench_problems: list[Problem] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)  # every event: the verdict, and which problems are whose
     bench: list[BenchResult] = field(default_factory=list)
     device: DeviceFacts | None = None
     autotune: list[AutotuneReport] = field(default_factory=list)
@@ -97,6 +96,7 @@ class RunState:
     def apply(self, event: Event) -> set[str]:
         """Fold one event in; returns the panels to redraw (status, cases, bench, autotune, log)."""
         changed = {"status"}
+        self.tally.add(event)
         if isinstance(event, WorkerReady):
             self.ready = event
         elif isinstance(event, RunStarted):
@@ -125,13 +125,10 @@ class RunState:
                 row.result = event
             changed.add("cases")
         elif isinstance(event, Problem):
-            if event.kind in ENVIRONMENT_KINDS and self.started is not None:
-                self.benchmarking = True  # the bench stage refusing (no GPU): verification is over
-            if self.benchmarking or self.verified:  # after the verdict: the benchmark's business
-                self.bench_problems.append(event)
+            if self.tally.past_verification:  # after the verdict: the benchmark's business
+                self.benchmarking = True
                 changed.add("bench")
             else:
-                self.problems.append(event)
                 if event.case_index is not None:
                     row = self.rows.setdefault(event.case_index, CaseRow(index=event.case_index,
                                                                          label=f"case {event.case_index}"))
@@ -185,23 +182,30 @@ class RunState:
         failing = sum(r.status in ("failed", "error") for r in judged)
         return len(judged), len([r for r in self.rows.values() if r.status != "skipped"]), failing
 
-    def tally(self) -> Tally:
-        tally = Tally()
-        for row in self.rows.values():
-            for result in ([row.result] if row.result else []) + row.configs:
-                tally.add(result)
-        for problem in self.problems:
-            tally.add(problem)
-        return tally
+    @property
+    def problems(self) -> list[Problem]:
+        """Of the project and its verification."""
+        return self.tally.problems
+
+    @property
+    def bench_problems(self) -> list[Problem]:
+        """Of the stages after verification (a refused or failed benchmark)."""
+        return self.tally.later_problems
 
     @property
     def verdict(self) -> str:
-        """running | passed | failed | error | cancelled (of the verification)."""
+        """running | passed | failed | gpu_only | error | cancelled (core/verdict.py's Verdict.status)."""
         if self.finished is not None and self.finished.verdict == "cancelled":
             return "cancelled"
         if not self.verdict_known:
             return "running"
-        return self.tally().verdict
+        return self.tally.verdict().status
+
+    @property
+    def verdict_label(self) -> str:
+        """What the status badge says: core/verdict.py's label ("VERIFIED", "GPU ONLY", "CANNOT RUN HERE" ...)."""
+        verdict = self.verdict
+        return self.tally.verdict().label if verdict not in ("running", "cancelled") else LABELS[verdict]
 
     @property
     def phase(self) -> str:

@@ -1,4 +1,5 @@
-"""Small Rich renderings the panels share: verdict marks, numbers, bars, heat maps, diffs, source excerpts."""
+"""Small Rich renderings the panels share: verdict marks, bars, heat maps, diffs, source excerpts. The numbers
+in them are core/text.py's, as the CLI's reports print them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from ..core.live.changes import SpeedChange
+from ..core.text import MISSING, fmt_ms
 
 MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
         "cancelled": "⊘", "not run": "–"}
@@ -23,40 +25,20 @@ def status_text(status: str, label: str | None = None) -> Text:
     return Text(f"{mark} {label if label is not None else status}", style=f"bold {MARK_COLOR.get(status, '')}")
 
 
-def fmt_err(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return "0" if value == 0 else f"{value:.1e}"
 
 
-def fmt_value(value: float | None) -> str:
-    return "NaN/unwritten" if value is None else f"{value:.6g}"
 
 
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "–"
-    if ms < 0.01:
-        return f"{ms * 1000:.2f} µs"
-    if ms < 1:
-        return f"{ms * 1000:.1f} µs"
-    return f"{ms:.3f} ms"
 
 
-def fmt_ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
 
 
-def fmt_rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
 
 
 def bar(fraction: float | None, width: int = 12, style: str = "") -> Text:
     """A horizontal bar with eighth-block resolution, and the percentage after it."""
     if fraction is None:
-        return Text("–", style="grey50")
+        return Text(MISSING, style="grey50")
     clipped = max(0.0, min(fraction, 1.0))
     eighths = round(clipped * width * 8)
     full, part = divmod(eighths, 8)

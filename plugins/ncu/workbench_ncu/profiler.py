@@ -6,7 +6,7 @@ worker under
 
     ncu --profile-from-start off --nvtx --clock-control none --section SpeedOfLight
         --section LaunchStats --section Occupancy -k regex:^(kernel_a|kernel_b)$
-        -o <project>/.workbench/profiles/<name>-<time> python -m workbench.core.run.worker
+        -o <project>/.workbench/profiles/<name>-<time> python -m workbench.core.run.child.worker
 
 runs the stage ``workbench_ncu.stage:profile_stage`` in it, and reads the report back through
 ncu's CSV export. ``options["full"]`` swaps the sections for ``--set full``.
@@ -23,16 +23,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.commands import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE
+from workbench.commands import EXIT_ENVIRONMENT, EXIT_OK, EXIT_UNUSABLE
 from workbench.core.events import (
-    ENVIRONMENT_KINDS,
-    UNUSABLE_KINDS,
     Event,
     Problem,
     WorkerReady,
 )
 from workbench.core.project import ConfigError, Project
-from workbench.core.run import Job, Runner
+from workbench.core.run import Job, make_runner
+from workbench.core.verdict import worst_problem
 from workbench.profiling import ProfileResult
 
 from .events import ProfiledCase
@@ -137,12 +136,9 @@ def failure_of_run(events: list[Event], log_text: str, kernel_regex: str) -> Pro
             return ProfileResult.failure(*diagnosis)
         reason = problems[0].message if problems else "the worker did not start under ncu"
         return ProfileResult.failure(EXIT_ENVIRONMENT, reason)
-    for kinds, code in ((ENVIRONMENT_KINDS, EXIT_ENVIRONMENT), (UNUSABLE_KINDS, EXIT_UNUSABLE)):
-        found = [p for p in problems if p.kind in kinds]
-        if found:
-            return ProfileResult.failure(code, _problem_line(found[0]))
-    if problems:
-        return ProfileResult.failure(EXIT_FAILED, _problem_line(problems[0]))
+    code, problem = worst_problem(problems)
+    if problem is not None:
+        return ProfileResult.failure(code, _problem_line(problem))
     diagnosis = diagnose_log(log_text, kernel_regex)
     return ProfileResult.failure(*diagnosis) if diagnosis is not None else None
 
@@ -188,7 +184,7 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
         if on_event is not None:
             on_event(event)
 
-    runner = Runner(env={"PYTHONPATH": str(PLUGIN_ROOT)}, launcher=command)
+    runner = make_runner(env={"PYTHONPATH": str(PLUGIN_ROOT)}, launcher=command)
     timeout = float(options.get("timeout_s") or DEFAULT_TIMEOUT_S)
     try:
         runner.run(job, collect, timeout_s=timeout, interpret_timeout_s=timeout)

@@ -20,6 +20,7 @@ from workbench.core.project import (
     problem_from_exception,
 )
 from workbench.core.run import gpu_stage_cases
+from workbench.core.stage import JobContext
 from workbench.core.verify import ContextPoisoned, RunAborted, is_cuda_fatal
 
 from .events import NVTX_PREFIX, ProfiledCase
@@ -81,7 +82,7 @@ def kernel_facts(module: Any) -> list[dict[str, Any]]:
     return facts
 
 
-def profile_stage(context: Any) -> None:
+def profile_stage(context: JobContext) -> None:
     emit = context.emit
     cases = gpu_stage_cases(context, profile_cases, "Nsight Compute profiles GPU kernels, and this machine has no "
                                                     "CUDA GPU that torch can see")

@@ -42,6 +42,6 @@ def workbench_make_runner(args, interpret, keep_warm):
         from .matrix import make_matrix_runner
 
         return make_matrix_runner(address, interpret=interpret)
-    from .runner import make_runner
+    from .runner import connect_runner
 
-    return make_runner(address, interpret=interpret, keep_warm=keep_warm)
+    return connect_runner(address, interpret=interpret, keep_warm=keep_warm)

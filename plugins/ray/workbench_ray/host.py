@@ -1,6 +1,6 @@
 """The Ray side: an actor holding one GPU that runs the workbench's own worker process on its node.
 
-The actor starts ``python -m workbench.core.run.worker`` (which warms up and says ``worker_ready``),
+The actor starts ``python -m workbench.core.run.child.worker`` (which warms up and says ``worker_ready``),
 hands it one job, and gives back what it prints, line by line, each time the parent polls. The
 worker's CUDA_VISIBLE_DEVICES is the one GPU Ray gave the actor. The kernel's source travels with
 the job and is written to a folder of the node's own: the node need not share the project's disk.
@@ -40,13 +40,14 @@ class WorkerHost:
     """One worker process on the node this actor was placed on (Ray sets its CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, interpret: bool, env: dict[str, str]):
-        from workbench.core.run.workers import (
-            worker_env,  # imports this node's copy of the workbench
+        from workbench.core.run import (  # this node's copy of the workbench
+            WORKER_MODULE,
+            worker_env,
         )
 
         self.folder = Path(tempfile.mkdtemp(prefix="workbench-ray-"))
         child_env = worker_env(env, interpret)
-        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, text=True,
                                      encoding="utf-8", errors="replace", bufsize=1, preexec_fn=_die_with_parent)
         self.lines: queue.Queue[tuple[str, str]] = queue.Queue()

@@ -1,7 +1,7 @@
 """`workbench bench --cluster ... --per-gpu-kind`: each project verified and benchmarked once on every
 kind of GPU in the cluster, at the same time (different kinds are different GPUs), as one run.
 
-Each kind gets a RayRunner whose actors ask Ray for that accelerator_type; their events are relayed
+Each kind gets a Runner over Ray workers (runner.ray_runner) whose actors ask Ray for that accelerator_type; their events are relayed
 as one run's (each result names its GPU, whose kind the DeviceFacts tell), and the bench report lays
 the kinds side by side (workbench.reports.kinds_table).
 """
@@ -10,24 +10,25 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 from workbench.commands import EXIT_ENVIRONMENT, CommandError
-from workbench.core.events import Event, RunFinished, Tally
+from workbench.core.events import Event, RunFinished
 from workbench.core.run import Job
+from workbench.core.verdict import Tally
 
-from .runner import RayRunner, cluster_gpus, connect
+from .runner import cluster_gpus, connect, ray_runner
 
 
 class KindsRunner:
-    """A runner over one RayRunner per GPU kind; its `run` is theirs, together, reported as one run."""
+    """A runner (workbench.core.run.RunnerLike) over one Ray runner per GPU kind; its `run` is theirs,
+    together, reported as one run."""
 
     def __init__(self, kinds: dict[str, int], interpret: bool = False, connected_here: bool = False):
         """`kinds`: the GPU kinds to run on, with the cluster's count of each."""
         self.kinds, self.connected_here = list(kinds), connected_here
-        self.runners = {kind: RayRunner(interpret=interpret, parallel=max(1, count),
-                                        actor_options={"accelerator_type": kind}) for kind, count in kinds.items()}
+        self.runners = {kind: ray_runner(interpret=interpret, parallel=max(1, count),
+                                         actor_options={"accelerator_type": kind}) for kind, count in kinds.items()}
 
     def run(self, job: Job, on_event: Any, timeout_s: float | None = None,
             interpret_timeout_s: float | None = None) -> RunFinished:
@@ -48,11 +49,13 @@ class KindsRunner:
             thread.start()
         for thread in threads:
             thread.join()
-        finished = tally.finished(time.monotonic() - started)
-        if any(r._cancelled.is_set() for r in self.runners.values()):
-            finished = replace(finished, verdict="cancelled")
+        finished = tally.finished(time.monotonic() - started, cancelled=self.cancelled)
         on_event(finished)
         return finished
+
+    @property
+    def cancelled(self) -> bool:
+        return any(runner.cancelled for runner in self.runners.values())
 
     def prewarm(self) -> None:
         for runner in self.runners.values():

@@ -1,11 +1,11 @@
 """The parent side: the workbench's Runner, with its workers as Ray actors of one GPU each.
 
-`RayRunner` is a :class:`workbench.core.run.Runner` whose `_new_worker` starts a `RayWorker`
-instead of a local process: sharding over the cluster's GPUs, crash and hang recovery, resuming and
-re-queueing are the Runner's own. A `RayWorker` offers what the Runner reads of a worker process
-(a queue of events, a process-like exit status, kill); a background thread polls its actor for the
-worker's lines. When the actor or its node dies, the worker is marked `lost` and the Runner sends
-its unfinished cases to another worker.
+`RayWorkers` is a worker source (:class:`workbench.core.run.WorkerSource`) handed to the workbench's
+own runner factory (``make_runner(workers=...)``): sharding over the cluster's GPUs, crash and hang
+recovery, resuming and re-queueing are the Runner's own. A `RayWorker` is a
+:class:`workbench.core.run.WorkerHandle` (a queue of events, a process-like exit status, kill); a
+background thread polls its actor for the worker's lines. When the actor or its node dies, the worker
+is marked `lost` and the Runner sends its unfinished cases to another worker.
 """
 
 from __future__ import annotations
@@ -23,13 +23,20 @@ from urllib.parse import urlparse
 
 from workbench.commands import EXIT_ENVIRONMENT, CommandError
 from workbench.core.events import LogLine, Problem, WorkerReady
-from workbench.core.run import Job, Runner, WorkerProcess
-from workbench.core.run.gpus import GpuSlot
-from workbench.core.run.workers import event_or_log, log_lines_left
+from workbench.core.run import (
+    GpuSlot,
+    Job,
+    Runner,
+    WorkerStartError,
+    event_or_log,
+    log_lines_left,
+    make_runner,
+)
 
 from .host import accelerator_type
 
 CONNECT_TIMEOUT_S = 5.0
+WAIT_READY_S = 180.0
 CONNECT_ATTEMPTS = 3
 POLL_WAIT_S = 0.5
 
@@ -159,18 +166,19 @@ class RemoteProcess:
         return self.returncode
 
 
-class RayWorker(WorkerProcess):
-    """A worker process in a Ray actor holding one GPU, as the Runner sees a local one."""
+class RayWorker:
+    """A worker process in a Ray actor holding one GPU (a workbench.core.run.WorkerHandle)."""
 
     def __init__(self, interpret: bool, env: dict[str, str], actor_options: dict[str, Any]):
-        self.gpu = None  # placement is Ray's: the Runner asks for no GPU of its own
+        self.gpu: GpuSlot | None = None  # placement is Ray's: the Runner asks for no GPU of its own
         self.placed: GpuSlot | None = None  # the GPU Ray gave the actor, once it is known
         self.where: dict[str, Any] = {}
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self.ready = None
+        self.ready: WorkerReady | None = None
+        self.lost = ""  # why the actor, its node or the connection went away
         self.started_up = threading.Event()  # as a local worker's: its WorkerReady has come, or it ended
-        self._startup_problem = None
-        self.proc = RemoteProcess()  # type: ignore[assignment]
+        self._startup_problem: Problem | None = None
+        self.proc = RemoteProcess()
         self._killed = False
         self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here), JSON-escaped: the kernel's, its folder's
         self._log_thread = threading.Thread(target=self._pump, daemon=True)
@@ -190,6 +198,37 @@ class RayWorker(WorkerProcess):
     @property
     def gpu_id(self) -> str:
         return self.placed.id if self.placed else ""
+
+    def wait_ready(self, timeout: float = WAIT_READY_S) -> WorkerReady:
+        """Its WorkerReady; WorkerStartError when the actor ended (or failed to start) before it said it."""
+        if self.ready is not None:
+            return self.ready
+        deadline = time.monotonic() + timeout
+        log: list[str] = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerStartError(Problem(kind="environment",
+                                               message=f"the Ray worker did not start within {timeout:.0f} s"))
+            try:
+                kind, payload = self.queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            if kind == "eof":
+                message = self._startup_problem.message if self._startup_problem else \
+                    f"the Ray worker exited during start-up (status {self.proc.returncode})"
+                raise WorkerStartError(Problem(kind="environment", message=message, traceback="\n".join(log[-15:])))
+            if isinstance(payload, WorkerReady):
+                self.ready = payload
+                return payload
+            if isinstance(payload, Problem):
+                self._startup_problem = payload
+            elif isinstance(payload, LogLine):
+                log.append(payload.text)
+
+    def send_line(self, line: str) -> None:
+        """A line after the job (the GPU gate): a Ray worker is never gated (RayWorkers.local is False)."""
 
     def _pump(self) -> None:
         import ray
@@ -258,40 +297,54 @@ class RayWorker(WorkerProcess):
         self.kill(wait=False)
 
 
-class RayRunner(Runner):
-    """The Runner, its workers placed by Ray: one GPU each, anywhere in the cluster.
+class RayWorkers:
+    """Workers placed by Ray, one GPU each, anywhere in the cluster (a workbench.core.run.WorkerSource).
 
-    Verification shards over every GPU of the cluster (`parallel`); the stages after it run in one
-    fresh actor, which holds its GPU alone. `actor_options` go to every actor (e.g.
-    ``{"accelerator_type": "H100"}`` to run on one kind of GPU).
+    Not `local`: an actor elsewhere takes no GPU-gate line (its stages after verification start once the
+    shards are gone, and its GPU is not theirs anyway), and compile processes forked here could not reach
+    it. `actor_options` go to every actor (e.g. ``{"accelerator_type": "H100"}`` for one kind of GPU).
+    `connected_here`: close() disconnects from the cluster, once the actors' kills have gone out.
     """
 
-    # Its stages after verification start once the shards are gone: an actor elsewhere takes no GPU-gate
-    # line, and its GPU is not the shards' anyway.
-    early_benchmark = False
-    # Its workers run on other machines: compile processes forked here could not reach them.
-    compiles_beside_workers = False
+    local = False
 
-    def __init__(self, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
+    def __init__(self, interpret: bool = False, env: dict[str, str] | None = None,
                  actor_options: dict[str, Any] | None = None, connected_here: bool = False):
-        super().__init__(interpret=interpret, keep_warm=keep_warm,
-                         parallel=parallel or max(1, sum(cluster_gpus().values())))
+        self.interpret, self.env = interpret, dict(env or {})
         self.actor_options = dict(actor_options or {})
         self.connected_here = connected_here
+        self._started: list[RayWorker] = []
 
-    def _new_worker(self, gpu: GpuSlot | None = None) -> RayWorker:
-        return RayWorker(self.interpret, self.env, self.actor_options)
+    def new_worker(self, gpu: GpuSlot | None = None) -> RayWorker:
+        worker = RayWorker(self.interpret, self.env, self.actor_options)
+        self._started = [w for w in self._started if w.proc.poll() is None] + [worker]
+        return worker
+
+    def start_compile_processes(self, env: dict[str, str], count: int) -> list[Any]:
+        return []
+
+    def warm_compiler(self, target: list[Any]) -> None:
+        pass
 
     def close(self) -> None:
-        super().close()
-        self._await_exits()  # let the actors' kills go out before the connection (or the process) ends
+        for worker in self._started:  # let the actors' kills go out before the connection (or the process) ends
+            worker.wait_exit()
         if self.connected_here:
             import ray
 
             ray.shutdown()
 
 
-def make_runner(address: str, interpret: bool, keep_warm: bool) -> RayRunner:
+def ray_runner(interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
+               actor_options: dict[str, Any] | None = None, connected_here: bool = False) -> Runner:
+    """The workbench's Runner over Ray's workers: verification shards over every GPU of the cluster
+    (`parallel`, by default all of them); the stages after it run in one fresh actor, which holds its GPU alone."""
+    workers = RayWorkers(interpret, actor_options=actor_options, connected_here=connected_here)
+    return make_runner(interpret=interpret, keep_warm=keep_warm, workers=workers,
+                       parallel=parallel or max(1, sum(cluster_gpus().values())))
+
+
+def connect_runner(address: str, interpret: bool, keep_warm: bool) -> Runner:
     """Connect to the cluster and check that it has GPUs; CommandError (exit 3) when it cannot be used."""
     connected = connect(address)
     try:
@@ -305,4 +358,4 @@ def make_runner(address: str, interpret: bool, keep_warm: bool) -> RayRunner:
 
             ray.shutdown()
         raise
-    return RayRunner(interpret=interpret, keep_warm=keep_warm, parallel=gpus, connected_here=connected)
+    return ray_runner(interpret=interpret, keep_warm=keep_warm, parallel=gpus, connected_here=connected)

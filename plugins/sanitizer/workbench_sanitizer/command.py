@@ -34,10 +34,9 @@ from workbench.commands import (
     Command,
     CommandError,
     Context,
+    Progress,
 )
 from workbench.core.events import (
-    ENVIRONMENT_KINDS,
-    UNUSABLE_KINDS,
     Event,
     LogLine,
     Problem,
@@ -45,7 +44,8 @@ from workbench.core.events import (
     WorkerReady,
 )
 from workbench.core.project import ConfigError, Project, ProjectError
-from workbench.core.run import Job, Runner
+from workbench.core.run import Job, make_runner
+from workbench.core.verdict import worst_problem
 
 from .events import SanitizedCase, SanitizePlan
 from .report import PREFIX, group_reports, parse_output
@@ -142,13 +142,12 @@ def attribute(events: list[Event], run: ToolRun) -> list[int]:
 
 
 def _failure(events: list[Event]) -> tuple[int, str] | None:
-    problems = [e for e in events if isinstance(e, Problem)]
-    for kinds, code in ((ENVIRONMENT_KINDS, EXIT_ENVIRONMENT), (UNUSABLE_KINDS, EXIT_UNUSABLE)):
-        found = [p for p in problems if p.kind in kinds]
-        if found:
-            where = f" [{found[0].location}]" if found[0].line else ""
-            return code, found[0].message + where
-    return None
+    """A problem that stopped the tool's run (the environment's, or a project it cannot use): its exit code and line."""
+    code, problem = worst_problem(e for e in events if isinstance(e, Problem))
+    if problem is None or code not in (EXIT_ENVIRONMENT, EXIT_UNUSABLE):
+        return None
+    where = f" [{problem.location}]" if problem.line else ""
+    return code, problem.message + where
 
 
 def run_tool(project: Project, tool: str, exe: str, args: argparse.Namespace, on_event: Any = None) -> ToolRun:
@@ -169,7 +168,7 @@ def run_tool(project: Project, tool: str, exe: str, args: argparse.Namespace, on
 
         job = Job(kernel_path=str(project.kernel_path), stages=[STAGE], config=config.to_dict(),
                   case_indices=indices, cache_dir=str(cache_dir), options={"all_cases": args.all_cases})
-        runner = Runner(env=env, launcher=sanitizer_command(exe, tool, args.print_limit))
+        runner = make_runner(env=env, launcher=sanitizer_command(exe, tool, args.print_limit))
         timeout = args.timeout or DEFAULT_TIMEOUT_S
         try:
             runner.run(job, collect, timeout_s=timeout, interpret_timeout_s=timeout)
@@ -252,7 +251,6 @@ def _run(args: argparse.Namespace, context: Context) -> int:
         project.load_config()
     except (ProjectError, ConfigError) as exc:
         raise CommandError(str(exc)) from None
-    from workbench.builtin.verifying import Progress
 
     progress = Progress(enabled=sys.stderr.isatty() and not args.json)
     runs = []

@@ -78,10 +78,6 @@ class SanitizerReport:
     def is_api_error(self) -> bool:
         return self.headline.startswith("Program hit ")
 
-    @property
-    def is_warning(self) -> bool:
-        return self.headline.startswith("Warning:")
-
     def hint(self) -> str:
         if self.out_of_bounds_detail or "out of bounds" in " ".join(self.details):
             return "a missing or wrong mask?"

@@ -9,8 +9,6 @@ reference is not run: this stage only shows the tool what the kernel touches.
 
 from __future__ import annotations
 
-from typing import Any
-
 from workbench.core.events import StageChanged
 from workbench.core.project import (
     Case,
@@ -19,6 +17,7 @@ from workbench.core.project import (
     problem_from_exception,
 )
 from workbench.core.run import gpu_stage_cases
+from workbench.core.stage import JobContext
 from workbench.core.verify import ContextPoisoned, RunAborted, is_cuda_fatal
 
 from .events import SanitizedCase, SanitizePlan
@@ -34,7 +33,7 @@ def sanitize_cases(cases: list[Case], indices: list[int] | None, all_cases: bool
     return [c for c in cases if c.purpose == "verify"] or list(cases)
 
 
-def sanitize_stage(context: Any) -> None:
+def sanitize_stage(context: JobContext) -> None:
     emit = context.emit
     all_cases = bool(context.job.options.get("all_cases"))
     cases = gpu_stage_cases(context, lambda cases, indices: sanitize_cases(cases, indices, all_cases),

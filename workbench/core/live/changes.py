@@ -10,24 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import ENVIRONMENT_KINDS
 from ..project.history import RunRecord, text_diff
 from ..timing.stats import geometric_mean
-
-
-def verification_passed(record: RunRecord) -> bool:
-    """The run's verification passed (a benchmark refused for want of a GPU does not count against it)."""
-    if record.verdict == "passed":
-        return True
-    counts = record.data.get("counts") or {}
-    problems = record.data.get("problems") or []
-    return (counts.get("passed", 0) > 0 and not counts.get("failed") and not counts.get("errors")
-            and all(p.get("kind") in ENVIRONMENT_KINDS for p in problems))
-
-
-def verification_verdict(record: RunRecord) -> str:
-    """The record's verdict, with "passed" for a verified run whose benchmark was refused."""
-    return "passed" if verification_passed(record) else record.verdict
 
 
 def bench_times(data: dict[str, Any]) -> dict[int, float]:
@@ -79,7 +63,7 @@ def compare_with_history(records: list[RunRecord], source: str, read_source, tim
     """
     earlier = [r for r in records if r.id != exclude]
     previous = earlier[-1] if earlier else None
-    passing = next((r for r in reversed(earlier) if verification_passed(r)), None)
+    passing = next((r for r in reversed(earlier) if r.verdict == "passed"), None)
     comparisons = []
     for title, record in (("previous run", previous), ("last passing run", passing)):
         comparison = Comparison(title=title, record=record)

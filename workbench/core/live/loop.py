@@ -1,6 +1,6 @@
 """The live loop's restart policy: one run at a time, the newest request wins (kill-then-restart).
 
-    loop = LiveLoop(project, Runner(keep_warm=True), on_event=..., on_done=...)
+    loop = LiveLoop(project, make_runner(keep_warm=True), on_event=..., on_done=...)
     loop.start()                      # warms a worker now, before the first save
     run_id = loop.submit(RunRequest(stages=("verify", "bench"), reason="save"))
     ...
@@ -23,7 +23,7 @@ from typing import Callable
 
 from ..events import BenchResult, Event, Problem, RunFinished
 from ..project.folder import Project
-from ..run.runner import Runner
+from ..run.contracts import RunnerLike
 from ..run.session import RunOutcome, run_project
 from .watch import Save
 
@@ -43,7 +43,7 @@ OnRunDone = Callable[[int, RunRequest, RunOutcome], None]
 
 
 class LiveLoop:
-    def __init__(self, project: Project, runner: Runner, on_event: OnRunEvent,
+    def __init__(self, project: Project, runner: RunnerLike, on_event: OnRunEvent,
                  on_start: OnRunStart | None = None, on_done: OnRunDone | None = None):
         self.project, self.runner = project, runner
         self.on_event, self.on_start, self.on_done = on_event, on_start, on_done
@@ -106,7 +106,7 @@ class LiveLoop:
         started = time.monotonic()
         try:
             outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins),
-                                  options={"live": True, "reference_timings": dict(self._reference_timings)})
+                                  live=True, reference_timings=self._reference_timings)
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
                           traceback=traceback.format_exc()))

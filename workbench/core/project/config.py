@@ -70,7 +70,7 @@ class Tolerance:
     rel_norm: float  # bound on ||out - ref|| / ||ref||
 
 
-# DESIGN.md defaults. rel_norm catches a systematic error hiding under atol in
+# The defaults (docs/ARCHITECTURE.md, "What verified means"). rel_norm catches a systematic error hiding under atol in
 # small-magnitude outputs (softmax probabilities): a few ulps of the dtype.
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(rtol=1e-7, atol=1e-7, rel_norm=1e-9),

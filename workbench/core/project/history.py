@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text
+from ..verdict import Verdict
 from .folder import Project
 
 RECORD_VERSION = 1
@@ -32,7 +33,8 @@ class RunRecord:
 
     @property
     def verdict(self) -> str:
-        return self.data.get("verdict", "?")
+        """passed | failed | gpu_only | error | cancelled: core/verdict.py's rule, records of any age."""
+        return Verdict.of_record(self.data).status if "counts" in self.data else self.data.get("verdict", "?")
 
     @property
     def source_hash(self) -> str:

@@ -1,10 +1,25 @@
-"""Processes: the worker entry point that runs one job's stages (worker), the parent side that keeps
-workers warm, shards cases and survives crashes and hangs (runner; one worker process: workers), one run of a project end to end
-with its record (session), and the compile-ahead work that shortens a run (precompile,
-compiler_warmup). May import every layer below; never live/.
+"""Processes, in two halves across the process boundary (docs/ARCHITECTURE.md, "The process boundary").
 
-The names plugins use are re-exported here, loaded on first use: a worker started as
-``python -m workbench.core.run.worker`` must not import the runner (nor itself) through this file.
+Parent side (the CLI's or the app's process; never imports kernel.py, torch or triton):
+    runner        the Runner: a run's events relayed as one run's; the strategy chosen once per run
+    strategies    one worker, one GPU worker with compile processes, or sharded verification
+    supply        the warm-worker supply: spares, taking, releasing, exits
+    pump          one worker's events until its job ends: time-outs, crashes, re-queueing
+    relay         a run's events deduplicated, GPU-stamped, shards merged
+    workers       a worker process of this machine, and their source (LocalWorkers)
+    forkserver    the client of the warm template workers are forked from
+    contracts     what a runner and a worker are (Protocols plugins implement)
+    factory       the one place a runner is built
+    session       one run of a project end to end, with its record
+    gpus, trace   GPU discovery and placement; optional timeline marks for benchmarks
+Both sides:
+    protocol      what crosses the boundary: module names, the job and gate lines, exit statuses
+Child side (run/child/: worker processes, the template, compile processes):
+    see run/child/__init__.py
+
+May import every layer below; never live/. The names plugins use are re-exported here, loaded on
+first use: a worker started as ``python -m workbench.core.run.child.worker`` must not import the
+runner through this file.
 """
 
 from __future__ import annotations
@@ -13,10 +28,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Job": "..stage", "JobContext": "..stage", "gpu_stage_cases": "..stage", "shard_of": "..stage",
-    "Runner": ".runner", "WorkerProcess": ".workers", "WorkerStartError": ".workers", "default_parallel": ".runner",
+    "Job": "..stage", "JobContext": "..stage", "CompilePoolOrder": "..stage", "gpu_stage_cases": "..stage",
+    "shard_of": "..stage",
+    "Runner": ".runner", "default_parallel": ".runner", "make_runner": ".factory", "lanes": ".factory",
+    "RunnerLike": ".contracts", "WorkerHandle": ".contracts", "WorkerSource": ".contracts", "ProcessLike": ".contracts",
+    "WorkerProcess": ".workers", "WorkerStartError": ".workers", "LocalWorkers": ".workers",
+    "event_or_log": ".workers", "log_lines_left": ".workers", "worker_env": ".workers",
     "RunOutcome": ".session", "run_project": ".session",
     "GpuSlot": ".gpus", "discover_gpus": ".gpus", "select_gpus": ".gpus",
+    "WORKER_MODULE": ".protocol",
 }
 __all__ = sorted(_EXPORTS)
 

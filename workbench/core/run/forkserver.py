@@ -1,4 +1,4 @@
-"""Workers forked from one warm template process, instead of each starting Python, torch and triton.
+"""Parent side: workers forked from one warm template process (the template itself: run/child/template.py), instead of each starting Python, torch and triton.
 
 A worker started from scratch spends seconds of CPU importing torch and triton (on a 16-core GPU
 machine: 5.8 s wall, 7.8 s of CPU each, measured in benchmarks/compile_breakdown.py), and a live
@@ -6,14 +6,14 @@ loop starts a dozen per save to keep spares warm. Those start-ups land on the sa
 run in flight and slow its compiles. The template imports torch, triton and the workbench's
 worker-side modules once, never touches CUDA, and forks a worker on request: the child brings its
 own CUDA context up and warms the compiler (0.8 s wall, 0.7 s of CPU), then runs
-`run.worker.main` exactly as a started one does. Every run still imports kernel.py afresh, in a
+`child/worker.main` exactly as a started one does. Every run still imports kernel.py afresh, in a
 fresh child.
 
 Protocol (a SOCK_SEQPACKET socket pair; one JSON message per packet):
   parent -> template   {"env": {...}} with three descriptors (the child's stdin, stdout, stderr);
                        {"env": {...}, "count": N}: N children sharing those descriptors (compile processes);
                        {"warm_compiler": [backend, arch, warp size]}: compile once for that GPU target
-                       (no CUDA), so compile processes forked later start warm (run/compile_pool.py)
+                       (no CUDA), so compile processes forked later start warm (run/child/compile_pool.py)
   template -> parent   {"ready": true} once; {"pid": N} per child forked; {"exit": N, "code": C} when a
                        child ends (C as subprocess reports it: negative for a signal)
 The template ends when the parent's end of the socket closes. A child is a session leader (its
@@ -26,174 +26,19 @@ uses. Where the template cannot start, the runner starts workers as before.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any
+
+from .protocol import TEMPLATE_MODULE, WORKER_MODULE
 
 READY_TIMEOUT_S = 180.0
-# What every worker imports before its job: loaded once here, shared by every fork.
-PRELOAD = ("torch", "triton", "triton.language", "workbench.core.events", "workbench.core.stage",
-           "workbench.core.project.config", "workbench.core.project.contract", "workbench.core.project.folder",
-           "workbench.core.verify.battery", "workbench.core.timing.bench", "workbench.core.run.precompile",
-           "workbench.core.verify.handoff", "workbench.core.verify.judge", "workbench.core.run.judge_process",
-           "workbench.core.run.worker")
-
-
-# -- the template process ---------------------------------------------------------------------
-
-
-def serve(sock: socket.socket) -> int:
-    import importlib
-    import warnings
-
-    # A fork after these imports is the point; Python's warning about forking a process that
-    # may have threads would land in every worker's log.
-    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
-    # triton.language's own @jit functions become interpreter functions only when TRITON_INTERPRET
-    # is set as it is imported: the template serves one mode, chosen as a worker chooses it.
-    interpret = os.environ.get("WORKBENCH_INTERPRET") == "1" or not _gpu_visible()
-    if interpret:
-        os.environ["TRITON_INTERPRET"] = "1"
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the worker meets and reports the same failure itself
-            pass
-    if not interpret:
-        _hash_triton_once()
-    sock.send(json.dumps({"ready": True}).encode())
-    children: set[int] = set()
-    while True:
-        readable, _, _ = select.select([sock], [], [], 0.05 if children else None)
-        _reap(sock, children)
-        if not readable:
-            continue
-        try:
-            message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
-        except OSError:
-            return 0
-        if not message:
-            return 0  # the parent is gone; running children live on in their own sessions
-        request = json.loads(message)
-        if "warm_compiler" in request:
-            _warm_compiler(request["warm_compiler"])
-            continue
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for _ in range(int(request.get("count", 1))):
-            pid = os.fork()
-            if pid == 0:
-                sock.close()
-                _become_worker(fds, request["env"], interpret)  # never returns
-            children.add(pid)
-            sock.send(json.dumps({"pid": pid}).encode())
-        for fd in fds:
-            os.close(fd)
-
-
-def _hash_triton_once() -> None:
-    """Triton keys its cache on a hash of its own sources and its compiled library (hundreds of MB), once
-    per process, on the first compile or cache lookup: about 0.5 s of a GPU worker's warm-up on an H100
-    host (benchmarks/worker_warmup.py --profile). Computed here, it is inherited by every fork."""
-    try:
-        from triton.runtime.cache import triton_key
-
-        triton_key()
-    except Exception:  # noqa: BLE001 - then each worker computes it, as without the template
-        pass
-
-
-def _warm_compiler(target: list) -> None:
-    try:
-        from .compile_pool import warm_compiler_for
-
-        warm_compiler_for(target)
-    except Exception:  # noqa: BLE001 - each compile process then pays its compiler's first use itself
-        pass
-
-
-def _reap(sock: socket.socket, children: set[int]) -> None:
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            children.clear()
-            return
-        if pid == 0:
-            return
-        children.discard(pid)
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
-        try:
-            sock.send(json.dumps({"exit": pid, "code": code}).encode())
-        except OSError:
-            pass
-
-
-def _gpu_visible() -> bool:
-    """Whether torch sees a GPU, asked through NVML: CUDA itself must stay down in the template
-    (a CUDA context does not survive a fork)."""
-    saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
-    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001 - then the workers find out for themselves, in interpreter mode
-        return False
-    finally:
-        if saved is None:
-            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
-        else:
-            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
-
-
-def _become_worker(fds: Sequence[int], env: dict[str, str], template_interprets: bool) -> None:
-    code = 70
-    try:
-        os.setsid()
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        hides_gpus = env.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1")
-        if not template_interprets and (env.get("WORKBENCH_INTERPRET") == "1" or hides_gpus):
-            # An interpreter worker asked of a GPU template: triton must be imported afresh for it.
-            os.execve(sys.executable, [sys.executable, "-m", "workbench.core.run.worker"], env)
-        os.environ.clear()
-        os.environ.update(env)
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", line_buffering=True)
-        sys.argv = ["workbench.core.run.worker"]
-        from . import worker
-
-        code = worker.main()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:  # noqa: BLE001 - the child must never return into the template's loop
-        try:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        except BaseException:  # noqa: BLE001
-            pass
-    finally:
-        os._exit(code)
-
-
-def main() -> int:
-    fd = int(sys.argv[1])
-    sock = socket.socket(fileno=fd)
-    return serve(sock)
 
 
 # -- the parent's side ------------------------------------------------------------------------
@@ -276,7 +121,7 @@ class ForkServer:
     def __init__(self, env: dict[str, str], python: str = sys.executable):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock, self._python = parent, python
-        self.proc = subprocess.Popen([python, "-m", "workbench.core.run.forkserver", str(child.fileno())],
+        self.proc = subprocess.Popen([python, "-m", TEMPLATE_MODULE, str(child.fileno())],
                                      pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         child.close()
@@ -361,7 +206,7 @@ class ForkServer:
                 os.close(fd)
 
     def _start_from_scratch(self, child: ForkedProcess, env: dict[str, str], child_ends: list[int]) -> None:
-        child._fallback(subprocess.Popen([self._python, "-m", "workbench.core.run.worker"], stdin=child_ends[0],
+        child._fallback(subprocess.Popen([self._python, "-m", WORKER_MODULE], stdin=child_ends[0],
                                          stdout=child_ends[1], stderr=child_ends[2], env=env,
                                          start_new_session=True))
 
@@ -418,6 +263,3 @@ class ForkServer:
                 self.proc.wait()
 
 
-if __name__ == "__main__":
-    code = main()
-    os._exit(code)

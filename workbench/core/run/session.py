@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..events import (
     AutotuneReport,
@@ -20,17 +20,15 @@ from ..events import (
     Requeued,
     RunFinished,
     RunStarted,
-    Tally,
     WorkerReady,
 )
-from ..project.config import ConfigError, ProjectConfig
+from ..project.config import ConfigError
 from ..project.folder import Project, source_hash
 from ..project.history import RunRecord, append_record
 from ..stage import Job
 from ..timing.stats import bench_rows, bench_summary
-from .runner import Runner
-
-OnEvent = Callable[[Event], None]
+from ..verdict import ENVIRONMENT_KINDS, Tally, Verdict
+from .contracts import OnEvent, RunnerLike
 
 
 @dataclass
@@ -44,8 +42,12 @@ class RunOutcome:
     record: RunRecord | None = None
 
     @property
+    def verdict(self) -> Verdict:
+        return self.tally.verdict()
+
+    @property
     def exit_code(self) -> int:
-        return self.tally.exit_code
+        return self.verdict.exit_code
 
     @property
     def ready(self) -> WorkerReady | None:
@@ -89,12 +91,12 @@ class RunOutcome:
             "device": ready.device_name if ready else None,
             "torch": ready.torch_version if ready else None,
             "triton": ready.triton_version if ready else None,
-            "verdict": self.finished.verdict if self.finished else self.tally.verdict,
-            "exit_code": self.tally.exit_code,
-            "counts": {"passed": self.tally.passed, "failed": self.tally.failed,
-                       "errors": self.tally.errors, "skipped": self.tally.skipped},
+            "verdict": self.verdict.status,
+            "exit_code": self.verdict.exit_code,
+            "counts": self.verdict.counts,
             "cases": [_plain(r) for r in self.case_results()],
             "problems": [_plain(p) for p in self.of_type(Problem)],
+            "after_verification": [_plain(p) for p in self.tally.later_problems],  # Verdict.of_record
             "compatibility": self.compatibility(),
             "requeued": [_plain(r) for r in self.of_type(Requeued)],
             "duration_s": self.finished.duration_s if self.finished else None,
@@ -135,21 +137,20 @@ def worth_recording(outcome: RunOutcome) -> bool:
     started = outcome.started
     if started is not None and started.source_hash != outcome.source_hash:
         return False
-    refused = outcome.tally.problems and all(p.kind == "environment" for p in outcome.tally.problems)
+    problems = outcome.tally.all_problems
+    refused = problems and all(p.kind in ENVIRONMENT_KINDS for p in problems)
     return not (refused and not outcome.of_type(CaseResult))
 
 
-def build_job(project: Project, config: ProjectConfig, stages: list[str], case_indices: list[int] | None = None,
-              pins: dict[str, int] | None = None, options: dict | None = None) -> Job:
-    return Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(),
-               case_indices=case_indices, cache_dir=str(project.triton_cache_dir), pins=pins or {},
-               options=options or {})
+def run_project(project: Project, runner: RunnerLike, stages: list[str], on_event: OnEvent | None = None,
+                case_indices: list[int] | None = None, pins: dict[str, int] | None = None, *, live: bool = False,
+                timeout_s: float | None = None, reference_timings: dict[str, Any] | None = None,
+                options: dict[str, Any] | None = None) -> RunOutcome:
+    """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run.
 
-
-def run_project(project: Project, runner: Runner, stages: list[str], on_event: OnEvent | None = None,
-                case_indices: list[int] | None = None, pins: dict[str, int] | None = None,
-                options: dict | None = None) -> RunOutcome:
-    """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run."""
+    `live`: the live loop's run (its shorter timing series; reference times of earlier runs,
+    `reference_timings`, reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
+    `options`: a plugin's own switches for its stages (Job.options)."""
     started = time.monotonic()
     try:
         raw = project.kernel_path.read_bytes()
@@ -180,17 +181,17 @@ def run_project(project: Project, runner: Runner, stages: list[str], on_event: O
         return outcome
     project.ensure_state_dir()
     project.clear_triton_cache()
-    options = options or {}
-    if options.get("live"):
+    if live:
         config = replace(config, bench=config.bench.for_live_loop())
-    if options.get("timeout_s"):  # the command line's --timeout wins over workbench.toml
-        limit = float(options["timeout_s"])
-        config = replace(config, verify=replace(config.verify, timeout_s=limit, interpret_timeout_s=limit))
-    job = build_job(project, config, stages, case_indices, pins, options)
+    if timeout_s:  # the command line's --timeout wins over workbench.toml
+        config = replace(config, verify=replace(config.verify, timeout_s=timeout_s, interpret_timeout_s=timeout_s))
+    job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(), case_indices=case_indices,
+              cache_dir=str(project.triton_cache_dir), pins=pins or {}, live=live,
+              reference_timings=dict(reference_timings or {}), options=dict(options or {}))
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
-    timeout_s = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
-    runner.run(job, collect, timeout_s=timeout_s, interpret_timeout_s=verify.interpret_timeout_s)
+    limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
+    runner.run(job, collect, timeout_s=limit, interpret_timeout_s=verify.interpret_timeout_s)
     if worth_recording(outcome):
         outcome.record = append_record(project, outcome.to_record(), source)
     return outcome

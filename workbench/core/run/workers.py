@@ -1,9 +1,11 @@
-"""One worker process, seen from the parent: its start (forked from the warm template, or from
-scratch), its event and log streams, its readiness, its job, its end.
+"""Parent side: the workers of this machine. One worker process (`WorkerProcess`: its start, forked from
+the warm template or from scratch, its event and log streams, its readiness, its job, its end), and
+`LocalWorkers`, the runner's source of them (contracts.WorkerSource).
 
 The parent never imports the user's kernel, torch or triton: a worker runs
-`python -m workbench.core.run.worker` (or is forked from run/forkserver.py), says `worker_ready`,
-takes one job on stdin and streams its events back as JSON lines; its prints come on stderr.
+`python -m workbench.core.run.child.worker` (or is forked from the template, run/forkserver.py), says
+`worker_ready`, takes one job on stdin and streams its events back as JSON lines; its prints come on
+stderr (run/protocol.py).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any, Sequence
 
 from ..events import LogLine, Problem, WorkerReady, event_from_json
 from ..stage import Job
+from . import trace
 from .forkserver import ForkServer
 from .gpus import GpuSlot
-from .worker import EXIT_POISONED
+from .protocol import EXIT_POISONED, GPU_GATE, WORKER_MODULE
 
 STARTUP_TIMEOUT_S = 180.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
@@ -63,15 +66,12 @@ class WorkerStartError(Exception):
 
 
 class WorkerProcess:
-    """One child process and the threads that read its stdout (events) and stderr (log).
+    """One child process and the threads that read its stdout (events) and stderr (log): a
+    contracts.WorkerHandle of this machine.
 
     `launcher` is a command the worker runs under (a profiler or sanitizer, e.g.
     ``["ncu", "--profile-from-start", "off"]``); it must pass stdin and stdout through.
     `gpu`: the one GPU the worker sees (its CUDA_VISIBLE_DEVICES), None to leave the environment's.
-
-    A worker that runs elsewhere (a Ray actor) offers the same members: `queue`, `proc` (poll, wait,
-    returncode), `wait_ready`, `send`, `kill`, `wait_exit`, `drain_log`, `close_unused`, `gpu_id`, and
-    `lost`, the reason its machine or GPU went away (then its cases are re-queued, not failed).
     """
 
     lost: str = ""
@@ -84,7 +84,7 @@ class WorkerProcess:
             self.proc: Any = forkserver.spawn(child_env)
         else:
             self.proc = subprocess.Popen(
-                [*launcher, python, "-m", "workbench.core.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [*launcher, python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
                 errors="replace", bufsize=1)
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -94,6 +94,7 @@ class WorkerProcess:
         self._log_thread = threading.Thread(target=self._read_log, daemon=True)
         threading.Thread(target=self._read_events, daemon=True).start()
         self._log_thread.start()
+        trace.mark(f"fork {id(self) % 10000:04d}")
 
     @property
     def gpu_id(self) -> str:
@@ -108,6 +109,8 @@ class WorkerProcess:
                 event = event_or_log(line)
                 self.queue.put(("event", event))
                 if isinstance(event, WorkerReady):
+                    trace.mark(f"ready pid {event.pid} (warm-up {event.warmup_s:.2f} s: "
+                               + ", ".join(f"{k} {v:.2f}" for k, v in event.warmup_phases.items()) + ")")
                     self.started_up.set()
         self.queue.put(("eof", None))
         self.started_up.set()
@@ -156,6 +159,7 @@ class WorkerProcess:
 
     def send_line(self, line: str) -> None:
         """One line to the worker's stdin: its job; later, a job's GPU gate."""
+        trace.mark("gate opened" if line == GPU_GATE else "job sent")
         assert self.proc.stdin is not None
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
@@ -218,3 +222,54 @@ def describe_exit(returncode: int | None) -> str:
     if returncode == EXIT_POISONED:
         return "hit a fatal CUDA error (the context is unusable)"
     return f"exited with status {returncode}"
+
+
+class LocalWorkers:
+    """The runner's source of workers on this machine (contracts.WorkerSource): each forked from one warm
+    template (started on first use), or started from scratch under a launcher (a profiler must start the
+    process itself) or with WORKBENCH_FORKSERVER=0."""
+
+    local = True
+
+    def __init__(self, interpret: bool = False, env: dict[str, str] | None = None, python: str = sys.executable,
+                 launcher: Sequence[str] = ()):
+        self.interpret, self.env, self.python, self.launcher = interpret, dict(env or {}), python, list(launcher)
+        self._template: ForkServer | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def forks(self) -> bool:
+        return forkserver_wanted(self.launcher)
+
+    def template(self) -> ForkServer | None:
+        """The warm template workers are forked from (started on first use; None: workers start from scratch)."""
+        with self._lock:
+            if self._template is None and self.forks:
+                self._template = ForkServer(worker_env(self.env), self.python)
+            return self._template
+
+    def new_worker(self, gpu: GpuSlot | None = None) -> WorkerProcess:
+        """A worker on `gpu`."""
+        return WorkerProcess(self.interpret, self.env, self.python, self.launcher, self.template(), gpu=gpu)
+
+    def start_compile_processes(self, env: dict[str, str], count: int) -> list[Any]:
+        """`count` compile processes forked from the template in one request, no pipes: each reports to the
+        GPU worker alone ([] without a template)."""
+        template = self.template()
+        if template is None:
+            return []
+        with trace.span("fork compile processes"):
+            return template.spawn_detached(worker_env({**self.env, **env}, self.interpret), count)
+
+    def warm_compiler(self, target: list[Any]) -> None:
+        """Compile once for `target` in the template, so the compile processes forked later start warm."""
+        with self._lock:
+            template = self._template
+        if template is not None:
+            template.warm_compiler(target)
+
+    def close(self) -> None:
+        with self._lock:
+            template, self._template = self._template, None
+        if template is not None:
+            template.close()

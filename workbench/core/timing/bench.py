@@ -1,4 +1,4 @@
-"""The benchmark stage (DESIGN.md "Timing: what a number means").
+"""The benchmark stage (docs/ARCHITECTURE.md, "What a timing means").
 
 Runs in a GPU worker, after the verify stage of the same job. For each benchmark
 case: fresh inputs; the kernel checked against the reference before timing (the
@@ -34,7 +34,14 @@ from ..project.contract import (
     problem_from_exception,
     select_cases,
 )
-from ..stage import ContextPoisoned, Phases, RunAborted, is_cuda_fatal, shard_of
+from ..stage import (
+    ContextPoisoned,
+    JobContext,
+    Phases,
+    RunAborted,
+    is_cuda_fatal,
+    shard_of,
+)
 from ..verify.battery import Reference, Verifier
 from ..verify.compat import GraphCaptureBroke
 from ..verify.handoff import CaseData
@@ -81,17 +88,17 @@ def refuse_interpreter(context: Any) -> bool:
     return True
 
 
-def require_gpu_stage(context: Any) -> None:
+def require_gpu_stage(context: JobContext) -> None:
     """Worker stage "require_gpu": the first stage of `workbench bench`, so the interpreter refuses at once."""
     if refuse_interpreter(context):
         raise RunAborted()
 
 
-def verification_failed(context: Any) -> bool:
-    tally = getattr(context, "tally", None)
-    if tally is None or "verify" not in context.job.stages:
+def verification_failed(context: JobContext) -> bool:
+    """This job verified, and the verdict is not "passed": nothing is timed."""
+    if context.tally is None or "verify" not in context.job.stages:
         return False
-    return bool(tally.failed or tally.errors or tally.problems)
+    return not context.tally.verdict().verified
 
 
 def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case], str]:
@@ -116,15 +123,17 @@ def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case]
                        "(add bench cases for a sweep)")
 
 
-def bench_stage(context: Any) -> None:
+def bench_stage(context: JobContext) -> None:
     """Worker stage "bench" (see worker.STAGES)."""
+    if context.interpret and "verify" in context.job.stages:  # the refusal is the benchmark's, not the verdict's
+        context.emit(StageChanged(stage="benchmarking", detail="refused: the Triton interpreter is never timed"))
     if refuse_interpreter(context) or verification_failed(context):
         return  # a kernel that fails verification is never timed; the report says so
     if context.compiles is not None:
         context.compiles.close(wait=True)  # the benchmark's kernels are built, the compile processes gone
     km: KernelModule = context.km
     cases, selection_note = bench_cases(km, context.job.case_indices)
-    cases = shard_of(cases, context.job.options.get("bench_shard"))  # the runner spreads a sweep over GPUs
+    cases = shard_of(cases, context.job.bench_shard)  # the runner spreads a sweep over GPUs
     if not cases:
         return  # a GPU left without a case of the sweep: no ceilings, facts or flush buffer for nothing
     emit = context.emit
@@ -228,9 +237,9 @@ class CaseBencher:
         self.facts, self.flusher = facts, flusher
         self.checker = BenchChecker(self.km, context.config.verify, context.emit, False, context.job.pins,
                                     context.judge)
-        self.live = bool(context.job.options.get("live"))
+        self.live = context.job.live
         # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
-        self.known_references: dict[str, dict] = context.job.options.get("reference_timings") or {}
+        self.known_references: dict[str, dict] = context.job.reference_timings
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
         self.wait_for_gpu: Callable[[], None] = context.wait_for_gpu

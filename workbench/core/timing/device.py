@@ -30,6 +30,7 @@ from typing import Any
 
 from ..events import DeviceFacts
 from ..fsutil import atomic_write_text
+from ..stage import JobContext
 
 CACHE_ENV = "WORKBENCH_CACHE_DIR"
 CEILINGS_VERSION = 2  # 2: the copy ceiling is the best of several copies (1: torch's copy alone)
@@ -334,7 +335,7 @@ def load_or_measure(config: Any, force: bool = False, on_measure: Any = None) ->
     return ceilings, notes
 
 
-def measure_ceilings_stage(context: Any) -> None:
+def measure_ceilings_stage(context: JobContext) -> None:
     """Worker stage "measure_ceilings" (`workbench doctor --measure`): re-measure, cache, report."""
     from ..events import LogLine, Problem, StageChanged
 

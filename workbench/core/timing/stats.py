@@ -7,26 +7,15 @@ as well as the worker. The timers that produce the samples live in timers.py.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any, Iterable, Sequence
 
 from ..events import BenchResult, Timing, finite_or_none
+from ..text import fmt_ms, fmt_rate
 
 BYTES_FROM_KERNEL = "bytes_moved() in kernel.py"
 BYTES_LOWER_BOUND = "lower bound: inputs read once + outputs written once"
 FLOPS_FROM_KERNEL = "flops() in kernel.py"
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-quantile of already sorted values, linearly interpolated (numpy's default)."""
-    if not sorted_values:
-        raise ValueError("quantile of no values")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile {q} outside [0, 1]")
-    position = q * (len(sorted_values) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
 
 
 def summarize(samples_ms: Iterable[float], method: str) -> Timing:
@@ -40,8 +29,10 @@ def summarize(samples_ms: Iterable[float], method: str) -> Timing:
         raise ValueError("no samples to summarize")
     if any(not math.isfinite(v) for v in values):
         raise ValueError("a sample is NaN or infinite")
-    return Timing(median_ms=quantile(values, 0.5), q25_ms=quantile(values, 0.25), q75_ms=quantile(values, 0.75),
-                  min_ms=values[0], samples=len(values), method=method)
+    # "inclusive": quartiles linearly interpolated between the samples, as numpy's default (one sample: itself)
+    q25, _, q75 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+    return Timing(median_ms=statistics.median(values), q25_ms=q25, q75_ms=q75, min_ms=values[0],
+                  samples=len(values), method=method)
 
 
 def relative_spread(timing: Timing) -> float:
@@ -84,28 +75,13 @@ def lower_bound_bytes(inputs: Iterable[Any], outputs: Iterable[Any]) -> int:
 
 
 def geometric_mean(values: Iterable[float | None]) -> float | None:
+    """The geometric mean of the positive values given (None for none)."""
     usable = [v for v in values if v is not None and v > 0]
-    if not usable:
-        return None
-    return math.exp(sum(math.log(v) for v in usable) / len(usable))
+    return statistics.geometric_mean(usable) if usable else None
 
 
-def format_ms(ms: float | None) -> str:
-    """A time at a readable scale: 12.3 µs, 0.412 ms, 1.25 s."""
-    if ms is None:
-        return "-"
-    if ms < 1.0:
-        return f"{ms * 1e3:.1f} µs" if ms < 0.1 else f"{ms * 1e3:.0f} µs"
-    if ms < 1000.0:
-        return f"{ms:.3f} ms"
-    return f"{ms / 1e3:.2f} s"
 
 
-def format_rate(value: float | None, unit: str) -> str:
-    """GB/s or TFLOP/s with sensible digits: 2987 GB/s, 412 TFLOP/s, 0.85 TFLOP/s."""
-    if value is None:
-        return "-"
-    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
 def bench_summary(results: Sequence[BenchResult]) -> str:
@@ -120,11 +96,11 @@ def bench_summary(results: Sequence[BenchResult]) -> str:
         return f"bench: {len(results)} cases, none timed"
     parts = [f"bench {len(timed)} case{'s' if len(timed) != 1 else ''}"]
     if len(timed) == 1:
-        parts.append(format_ms(timed[0].kernel.median_ms))
+        parts.append(fmt_ms(timed[0].kernel.median_ms))
     best = max(timed, key=lambda r: r.gbps or 0.0)
     if best.gbps:
         share = f" ({best.bandwidth_fraction:.0%} of copy)" if best.bandwidth_fraction else ""
-        parts.append(f"up to {format_rate(best.gbps, 'GB/s')}{share}")
+        parts.append(f"up to {fmt_rate(best.gbps, 'GB/s')}{share}")
     vs_ref = geometric_mean(r.speedup_vs_reference for r in timed)
     vs_compiled = geometric_mean(r.speedup_vs_compiled for r in timed)
     if vs_ref:

@@ -1,4 +1,4 @@
-"""Timers that run in the worker (DESIGN.md "Timing: what a number means").
+"""Timers that run in the worker (docs/ARCHITECTURE.md, "What a timing means").
 
 - `L2Flusher`: reads (or overwrites) a buffer of at least twice the L2 between calls,
   so every call starts from a cold cache, as it would inside a model.
@@ -32,9 +32,10 @@ import torch
 from ..events import Timing
 from ..project.config import BenchConfig
 from ..project.contract import first_line
+from ..text import fmt_ms
 from ..verify.compat import host_sync, recover_from_failed_capture
 from .compilewatch import CompileWatch
-from .stats import format_ms, summarize
+from .stats import summarize
 
 MIB = 1 << 20
 FALLBACK_FLUSH_BYTES = 256 * MIB  # when the L2 size is unknown: more than any GPU's L2 today
@@ -318,7 +319,7 @@ def measure(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watc
     if graph_timing.median_ms <= 0:
         return per_call_kept("too short to resolve under the flush's jitter by graph replay")
     notes.append(f"{what}: {reason}, so timed by CUDA-graph replay; per-call events "
-                 f"gave {format_ms(timing.median_ms)}" + (f" ({timing.samples} calls)" if brief else ""))
+                 f"gave {fmt_ms(timing.median_ms)}" + (f" ({timing.samples} calls)" if brief else ""))
     return Measurement(graph_timing, notes, per_call=timing)
 
 

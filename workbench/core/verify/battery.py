@@ -1,4 +1,4 @@
-"""The verification battery (DESIGN.md "Verification: what passed means").
+"""The verification battery (docs/ARCHITECTURE.md, "What verified means").
 
 Runs inside a worker. For every case: fresh random inputs, the reference on
 upcast inputs, the kernel's own allocations poisoned (NaN first, a sentinel
@@ -12,18 +12,16 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
 
-from ..events import GPU_ONLY_KIND, CaseResult, Event, LogLine, Problem, StageChanged
+from ..events import CaseResult, Event, LogLine, Problem, StageChanged
 from ..project.config import VerifyConfig
 from ..project.contract import (
     Case,
     KernelModule,
     describe_config,
-    exception_chain,
     find_autotuners,
     first_line,
     is_compilation_error,
@@ -32,9 +30,11 @@ from ..project.contract import (
     root_cause,
     select_cases,
 )
-from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal, shard_of
+from ..stage import ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
+from ..verdict import GPU_ONLY_KIND
 from .compat import compat_runs
 from .edge_cases import first_case_per_dtype
+from .failures import interpreter_cannot_run, is_refusal
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
@@ -70,7 +70,7 @@ class Verifier:
                  pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
                  live: bool = False):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
-        self.remote_judge = judge  # the judge process (run/judge_process.py); None: judged in this process
+        self.remote_judge = judge  # the judge process (run/child/judge_process.py); None: judged in this process
         self.local_judge = Judge(config, interpret)
         # The cases that run the once-per-dtype checks (compatibility; in the interpreter the repeat calls too):
         # the first of each dtype among the run's cases, the same whatever the sharding (verify_stage sets them).
@@ -392,40 +392,6 @@ class Verifier:
         return results
 
 
-REFUSALS = (ValueError, TypeError, AssertionError, NotImplementedError)
-GPU_ONLY = "this kernel is checkable on a GPU only"
-
-
-def interpreter_cannot_run(exc: BaseException) -> str:
-    """What the Triton interpreter cannot run, when that is why `exc` was raised ("" otherwise): a libdevice
-    function it has no implementation of (interpreter_gaps.InterpreterCannotRun), or a feature its own code
-    refuses (inline PTX: NotImplementedError from triton/runtime/interpreter.py)."""
-    for link in exception_chain(exc):
-        if type(link).__name__ == "InterpreterCannotRun":
-            return str(link)
-        if isinstance(link, NotImplementedError):
-            frames = traceback.extract_tb(link.__traceback__)
-            if frames and frames[-1].filename.replace("\\", "/").endswith("triton/runtime/interpreter.py"):
-                what = str(link).replace(" not supported in interpreter mode", "") or "this kernel"
-                return f"the Triton interpreter cannot run {what}; {GPU_ONLY}"
-    return ""
-
-
-def is_refusal(exc: BaseException, kernel_path: Any) -> bool:
-    """An explicit refusal of a shape: a ValueError, TypeError, AssertionError or NotImplementedError that
-    the project's own code raises (a `raise` or `assert` statement under kernel.py's folder). Anything else
-    on a shape the reference accepts (a ZeroDivisionError, an IndexError, Triton's errors) is a crash."""
-    root = root_cause(exc)
-    if not isinstance(root, REFUSALS) or type(root).__module__.split(".")[0] == "triton":
-        return False
-    frames = traceback.extract_tb(root.__traceback__)
-    if not frames:
-        return False
-    last = frames[-1]
-    inside = Path(last.filename).resolve().is_relative_to(Path(kernel_path).resolve().parent)
-    return inside and (last.line or "").lstrip().startswith(("raise", "assert"))
-
-
 def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
     """Why an in-place kernel can come out wrong only when autotuned, for each tuner that allows it."""
     return [f"the kernel changes its inputs and {name} is autotuned: the autotuner times each config by running "
@@ -450,7 +416,7 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
         verifier.verify_case(case)  # the judge reports each verdict
 
 
-def verify_stage(context: Any) -> None:
+def verify_stage(context: JobContext) -> None:
     """Worker stage "verify" (see worker.STAGES)."""
     indices = context.job.case_indices
     unknown = sorted(set(indices or []) - {c.index for c in context.km.cases})
@@ -460,13 +426,13 @@ def verify_stage(context: Any) -> None:
                                      f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
         raise RunAborted()
     selected = select_cases(context.km.cases, indices, "verify")
-    cases = shard_of(selected, context.job.options.get("shard"))
+    cases = shard_of(selected, context.job.shard)
     order = None
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
         later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
         order = context.compiles.ahead(context.km, cases, later)
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
-                     getattr(context, "judge", None), bool(context.job.options.get("live")), order,
+                     context.judge, context.job.live, order,
                      anchors=first_case_per_dtype(selected))
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))

@@ -7,8 +7,8 @@ monkeypatches ``torch.allclose``, ``torch.testing.assert_close``, ``torch.Tensor
 package's compare or battery modules, or ``builtins`` at import time must not turn a wrong result
 into a pass. So the verdict is not given in the process that imports kernel.py.
 
-The worker process (run/worker.py) imports torch and then forks *before* anything else: the child
-is the judge (run/judge_process.py). It never imports kernel.py or triton, owns the only channel
+The worker process (run/child/worker.py) imports torch and then forks *before* anything else: the child
+is the judge (run/child/judge_process.py). It never imports kernel.py or triton, owns the only channel
 to the parent (the worker's stdout), reads the job (and so the project's config and tolerances)
 itself, and is the only process that can produce a CaseResult. The kernel's process runs
 kernel_fn and reference_fn and hands each case's tensors over a pipe (outputs of both runs, the

@@ -7,8 +7,9 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from ...core.events import BenchResult, DeviceFacts
+from ...core.text import MISSING, fmt_ms, fmt_rate, fmt_speedup
 from ..model import LiveSession, RunState
-from ..render import bar, fmt_ms, fmt_rate, fmt_ratio
+from ..render import bar
 
 BENCH_COLUMNS = ("#", "inputs", "dtype", "kernel", "IQR", "torch", "compiled", "×torch", "×compiled", "GB/s",
                  "of copy roof", "TFLOP/s", "of matmul roof", "re-check")
@@ -101,15 +102,15 @@ def device_line(device: DeviceFacts | None) -> Text:
 
 def bench_cells(r: BenchResult) -> tuple:
     kernel = r.kernel
-    iqr = f"±{(kernel.q75_ms - kernel.q25_ms) / 2 / kernel.median_ms:.1%}" if kernel and kernel.median_ms else "–"
-    recheck = Text(r.recheck or "–", style="green3" if r.recheck == "passed" else "bold red1" if r.recheck else "")
-    speed = Text(fmt_ratio(r.speedup_vs_reference),
+    iqr = f"±{(kernel.q75_ms - kernel.q25_ms) / 2 / kernel.median_ms:.1%}" if kernel and kernel.median_ms else MISSING
+    recheck = Text(r.recheck or MISSING, style="green3" if r.recheck == "passed" else "bold red1" if r.recheck else "")
+    speed = Text(fmt_speedup(r.speedup_vs_reference),
                  style="bold green3" if (r.speedup_vs_reference or 0) >= 1 else "bold red1")
     label = r.label.replace(f" dtype={r.dtype}", "") if r.dtype else r.label
-    return (str(r.case_index), label, r.dtype or "–", Text(fmt_ms(kernel.median_ms if kernel else None),
+    return (str(r.case_index), label, r.dtype or MISSING, Text(fmt_ms(kernel.median_ms if kernel else None),
                                                              style="bold"),
             iqr, fmt_ms(r.reference.median_ms if r.reference else None),
-            fmt_ms(r.compiled.median_ms if r.compiled else None), speed, fmt_ratio(r.speedup_vs_compiled),
+            fmt_ms(r.compiled.median_ms if r.compiled else None), speed, fmt_speedup(r.speedup_vs_compiled),
             fmt_rate(r.gbps, "GB/s").replace(" GB/s", ""), bar(r.bandwidth_fraction, width=8),
             fmt_rate(r.tflops, "").strip(), bar(r.compute_fraction, width=8), recheck)
 
@@ -141,10 +142,10 @@ class AutotunePanel(Vertical):
                 picked = timing.config == report.picked
                 pinned = session.pin_labels.get(report.kernel) == timing.config
                 marks = ("★ picked " if picked else "") + ("📌 pinned" if pinned else "")
-                relative = bar(best / timing.ms, width=10) if best and timing.ms else Text("–", style="grey50")
+                relative = bar(best / timing.ms, width=10) if best and timing.ms else Text(MISSING, style="grey50")
                 status = Text(timing.status, style="green3" if timing.status == "ok" else "yellow")
                 table.add_row(report.kernel, report.key, str(n), Text(timing.config, style="bold" if picked else ""),
-                              Text(timing.ms and f"{timing.ms:.4f} ms" or "–", style="bold" if picked else ""),
+                              Text(timing.ms and f"{timing.ms:.4f} ms" or MISSING, style="bold" if picked else ""),
                               relative, status, Text(marks, style="bold cyan"))
         table.display = bool(reports and reports.autotune)
         self.set_class(session.bench_stale if reports is session.benched else session.stale, "-stale")

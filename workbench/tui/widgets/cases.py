@@ -11,12 +11,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...core.events import CaseResult
+from ...core.text import MISSING, fmt_err, fmt_value
 from ..model import CaseRow, RunState
 from ..render import (
     MARK,
     MARK_COLOR,
-    fmt_err,
-    fmt_value,
     heat_map,
     source_excerpt,
     status_text,
@@ -71,14 +70,14 @@ def cells(row: CaseRow) -> tuple:
     status = row.status
     mark = Text(MARK.get(status, "?"), style=f"bold {MARK_COLOR.get(status, '')}")
     verdict = Text(status, style=MARK_COLOR.get(status, ""))
-    bad = "–"
+    bad = MISSING
     if result is not None and result.numel:
         bad = f"{result.bad_count}/{result.numel}" if result.bad_count else "0"
     ok, total = row.configs_passed
-    configs = "–" if not total else Text(f"{ok}/{total}", style="green3" if ok == total else "bold red1")
+    configs = MISSING if not total else Text(f"{ok}/{total}", style="green3" if ok == total else "bold red1")
     dtype = (result.dtype if result else "") or ""
     label = row.label.replace(f" dtype={dtype}", "").replace(f"dtype={dtype}", "") if dtype else row.label
-    return (mark, str(row.index), label or row.label, dtype or "–", verdict,
+    return (mark, str(row.index), label or row.label, dtype or MISSING, verdict,
             fmt_err(result.max_abs_err if result else None), fmt_err(result.max_rel_err if result else None),
             bad, configs)
 
@@ -148,7 +147,7 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
     stats = Table.grid(padding=(0, 2))
     stats.add_column(style="grey62", no_wrap=True)
     stats.add_column()
-    bad = f"{result.bad_count} of {result.numel}" if result.numel else "–"
+    bad = f"{result.bad_count} of {result.numel}" if result.numel else MISSING
     if result.numel and result.bad_count:
         bad += f" ({result.bad_count / result.numel:.2%})"
     stats.add_row("bad elements", bad)

@@ -9,9 +9,10 @@ from rich.text import Text
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Sparkline, Static
 
-from ...core.live.changes import Comparison, verification_verdict
+from ...core.live.changes import Comparison
 from ...core.project.history import RunRecord
-from ..render import MARK, MARK_COLOR, diff_text, fmt_ms, speed_text
+from ...core.text import MISSING, fmt_ms
+from ..render import MARK, MARK_COLOR, diff_text, speed_text
 
 
 class ChangesPanel(Horizontal):
@@ -33,7 +34,7 @@ def comparison_head(comparison: Comparison) -> Text:
     if record is None:
         text.append("  none yet", style="grey50")
         return text
-    verdict = verification_verdict(record)
+    verdict = record.verdict
     text.append(f"  {record.id[:15]} ", style="grey62")
     text.append(f"{MARK.get(verdict, '?')} {verdict}", style=MARK_COLOR.get(verdict, ""))
     text.append("\nspeed  ", style="grey62")
@@ -82,7 +83,7 @@ class HistoryPanel(Vertical):
         rows = []
         for record in records:
             ms = times.get(record.id)
-            change = "–"
+            change = MISSING
             if ms is not None and previous is not None:
                 pct = (ms / previous - 1) * 100
                 change = Text(f"{pct:+.1f}%", style="green3" if pct < -1 else "red1" if pct > 1 else "")
@@ -92,7 +93,7 @@ class HistoryPanel(Vertical):
         for record, ms, change in reversed(rows[-200:]):
             counts = record.data.get("counts") or {}
             total = sum(counts.get(k, 0) for k in ("passed", "failed", "errors"))
-            verdict_name = verification_verdict(record)
+            verdict_name = record.verdict
             verdict = Text(f"{MARK.get(verdict_name, '?')} {verdict_name}", style=MARK_COLOR.get(verdict_name, ""))
             table.add_row(time.strftime("%H:%M:%S", time.localtime(record.created)), record.id[:15],
                           record.source_hash[:8], verdict, f"{counts.get('passed', 0)}/{total}",

@@ -8,11 +8,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from ...core.text import fmt_ms
 from ..model import PHASE_LABELS, PHASES, LiveSession, RunState
-from ..render import MARK, MARK_COLOR, fmt_ms, spark
-
-VERDICT_LABEL = {"passed": "VERIFIED", "failed": "FAILED", "error": "NOT USABLE", "gpu_only": "GPU ONLY",
-                 "cancelled": "CANCELLED", "running": "RUNNING"}
+from ..render import MARK, MARK_COLOR, spark
 
 
 class StatusBar(Static):
@@ -116,7 +114,7 @@ def verdict_line(session: LiveSession) -> Text:
         counts = {"passed": f" {len(rows)} cases", "failed": f" {bad} of {len(rows)} cases"}.get(verdict, "")
         style = {"passed": "bold black on green3", "failed": "bold white on red3",
                  "error": "bold white on red3", "gpu_only": "bold black on yellow"}.get(verdict, "bold black on grey50")
-        text.append(f" {MARK.get(verdict, '')} {VERDICT_LABEL.get(verdict, verdict.upper())}{counts} ", style=style)
+        text.append(f" {MARK.get(verdict, '')} {run.verdict_label}{counts} ", style=style)
     else:
         judged, total, failing = run.so_far()
         if failing:  # a failure is the verdict already: say so the moment it lands

@@ -1,4 +1,4 @@
-"""A run's kernels compiled once each, in parallel, by processes that hold no CUDA context.
+"""Child side: a run's kernels compiled once each, in parallel, by processes that hold no CUDA context.
 
 Most of a cold verification is Triton compiling one specialisation per case shape and dtype
 (LLVM and ptxas: CPU work; executing the 23 cases of the shipped rmsnorm takes milliseconds).
@@ -23,9 +23,9 @@ met and reported there.
 
 Channel: `multiprocessing.connection` over a Linux abstract-namespace socket, with an
 authentication key; the runner chooses both per run and gives them to the GPU worker (in its
-job) and to each compile process (in its environment, `order_for`). The order also names
-kernel.py, the module name the GPU worker imports it under, the GPU target and the run's Triton
-cache, so a compile process imports kernel.py while the GPU worker does, not after it. The
+job) and to each compile process (in its environment: core.stage.CompilePoolOrder.order_for). The
+order also names kernel.py, the GPU target and the run's Triton cache (both sides import kernel.py as
+MODULE_NAME), so a compile process imports kernel.py while the GPU worker does, not after it. The
 runner forks all of a run's compile processes in one request to the template, with no pipes.
 """
 
@@ -41,13 +41,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from ..protocol import COMPILE_ORDER_ENV
 from .precompile import compile_only
 
-ROLE = "compile"  # WORKBENCH_ROLE of a compile process (run/worker.py dispatches on it)
-ORDER_ENV = "WORKBENCH_COMPILE_ORDER"  # a compile process's order (`order_for`), in its environment
 CONNECT_WAIT_S = 5.0  # how long the first compile process may take to connect before the worker compiles alone
 JOB_LIMIT_S = 60.0  # a compile process silent this long on one specialisation is dropped; the worker compiles it
-DISABLE_ENV = "WORKBENCH_COMPILE_POOL"  # "0": verification sharded over GPU workers, as before
 
 
 def supported() -> bool:
@@ -58,10 +56,6 @@ def supported() -> bool:
     except ImportError:
         return False
     return hasattr(knobs.runtime, "jit_cache_hook") and hasattr(JITFunction, "preload")
-
-
-def wanted() -> bool:
-    return os.environ.get(DISABLE_ENV, "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -108,12 +102,6 @@ def record(kernel_fn: Callable[..., Any], inputs: Callable[[], list[Any]]) -> li
 
 
 MODULE_NAME = "workbench_kernel_pooled"  # kernel.py's module name in the GPU worker and its compile processes
-
-
-def order_for(pool: dict[str, Any], kernel_path: str, cache_dir: str) -> str:
-    """A compile process's order (ORDER_ENV): where to connect, and what to import and compile for."""
-    return json.dumps({"address": pool["address"], "authkey": pool["authkey"], "target": pool["target"],
-                       "kernel_path": kernel_path, "module": MODULE_NAME, "cache_dir": cache_dir})
 
 
 class CompilePool:
@@ -377,14 +365,14 @@ def serve_compiles() -> int:
 
     from .launcher_cache import MANAGER
 
-    order = json.loads(os.environ.pop(ORDER_ENV, "") or "null")
+    order = json.loads(os.environ.pop(COMPILE_ORDER_ENV, "") or "null")
     if not order:
         return 0
     driver.set_active(CompileOnlyDriver(GPUTarget(*order["target"])))
     if order.get("cache_dir"):
         os.environ["TRITON_CACHE_DIR"] = order["cache_dir"]
     os.environ.setdefault("TRITON_CACHE_MANAGER", MANAGER)  # as the GPU worker's (run/worker.py)
-    modules = _import_kernel(order["kernel_path"], order["module"])
+    modules = _import_kernel(order["kernel_path"], MODULE_NAME)
     stages = _listen_to_stages()
     deadline = time.monotonic() + CONNECT_WAIT_S
     while True:
@@ -444,7 +432,7 @@ def _compile_for(conn: Any, modules: dict[str, Any], stages: dict[str, float]) -
 def _import_kernel(path: str, name: str) -> dict[str, Any]:
     from pathlib import Path
 
-    from ..project.contract import ContractError, load_kernel
+    from ...project.contract import ContractError, load_kernel
 
     try:
         return {name: load_kernel(Path(path), module_name=name).module}

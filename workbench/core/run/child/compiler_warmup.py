@@ -24,7 +24,7 @@ from typing import Any, Callable
 import triton
 import triton.language as tl
 
-from ..timing.device import cache_root
+from ...timing.device import cache_root
 
 
 @triton.jit
@@ -55,10 +55,10 @@ def warm_compiler(torch: Any, done: Callable[[str], None] = lambda step: None) -
 
 
 def warm_battery_ops(torch: Any) -> None:
-    from ..project.config import Tolerance
-    from ..verify.compare import compare, tensors_equal_bitwise
-    from ..verify.handoff import CaseData
-    from ..verify.judge import unwritten_mask
+    from ...project.config import Tolerance
+    from ...verify.compare import compare, tensors_equal_bitwise
+    from ...verify.handoff import CaseData
+    from ...verify.judge import unwritten_mask
 
     tol = Tolerance(rtol=1e-3, atol=1e-3, rel_norm=1e-3)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):

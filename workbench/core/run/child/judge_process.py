@@ -22,7 +22,7 @@ import sys
 import threading
 from typing import Any
 
-from ..events import (
+from ...events import (
     CaseResult,
     EventStream,
     LogLine,
@@ -30,7 +30,7 @@ from ..events import (
     WorkerReady,
     event_from_json,
 )
-from ..verify.handoff import CASE, EVENT, GATE, CaseData, read_frame, write_frame
+from ...verify.handoff import CASE, EVENT, GATE, CaseData, read_frame, write_frame
 
 FORGED = ("a verdict written by the kernel's process, not by the judge: ignored "
           "(does kernel.py write to the worker's event stream or patch the workbench?)")
@@ -108,9 +108,9 @@ def fork_judge(events_fd: int) -> JudgeLink:
 def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
     import torch
 
-    from ..project.config import ConfigError, ProjectConfig
-    from ..stage import Job
-    from ..verify.judge import Judge
+    from ...project.config import ConfigError, ProjectConfig
+    from ...stage import Job
+    from ...verify.judge import Judge
 
     torch.set_num_threads(judge_threads())
     send = EventStream(events_fd)

@@ -19,7 +19,7 @@ import sysconfig
 
 from triton.runtime.cache import FileCacheManager
 
-from ..timing.device import cache_root
+from ...timing.device import cache_root
 
 MANAGER = f"{__name__}:LauncherKeepingCache"
 EXTENSION_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from ..events import StageChanged
-
-PRECOMPILING = "precompiling"  # the StageChanged a shard sends when its verification is over
+from ...events import StageChanged
+from ...stage import JobContext
+from ..protocol import (
+    PRECOMPILING,  # the StageChanged a shard sends when its verification is over
+)
 
 
 @contextlib.contextmanager
@@ -51,18 +53,18 @@ def compile_only() -> Iterator[None]:
         KernelInterface.__getitem__, Autotuner.run = saved
 
 
-def precompile_stage(context: Any) -> None:
+def precompile_stage(context: JobContext) -> None:
     """Worker stage "precompile": this shard's share of the benchmark cases, compiled into the cache."""
     context.emit(StageChanged(stage=PRECOMPILING))
     if context.interpret:
         return  # the interpreter compiles nothing
     import torch
 
-    from ..project.contract import select_cases
-    from ..stage import shard_of
+    from ...project.contract import select_cases
+    from ...stage import shard_of
 
     km = context.km
-    for case in shard_of(select_cases(km.cases, context.job.case_indices, "bench"), context.job.options.get("shard")):
+    for case in shard_of(select_cases(km.cases, context.job.case_indices, "bench"), context.job.shard):
         try:
             with compile_only():
                 km.kernel_fn(*km.get_inputs(**case.params))

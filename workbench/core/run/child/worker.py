@@ -1,6 +1,6 @@
-"""Worker process: warm up, wait for one job, run it, stream events as JSON lines, exit.
+"""Child side: a worker process. Warm up, wait for one job, run it, stream events as JSON lines, exit.
 
-    python -m workbench.core.run.worker
+    python -m workbench.core.run.child.worker     (run/protocol.WORKER_MODULE)
 
 Start-up imports torch and triton and brings up the CUDA context (or chooses
 the Triton interpreter when there is no GPU), warms the compiler and torch's kernels,
@@ -8,8 +8,9 @@ then writes a `worker_ready` event (with the seconds of each warm-up step) and b
 on stdin for one job line. That is what lets the parent keep a worker warm ahead of a save. Events go to the original stdout; anything the
 kernel prints goes to stderr, so user prints cannot corrupt the event stream.
 
-Exit status: 0 after a job, EXIT_POISONED when a CUDA error poisoned the
-context (the parent resumes the remaining cases in a fresh worker).
+Exit status: 0 after a job, protocol.EXIT_POISONED when a CUDA error poisoned the
+context (the parent resumes the remaining cases in a fresh worker). A process started with
+ROLE_ENV = COMPILE_ROLE is a compile process of a run's pool instead (child/compile_pool.py).
 """
 
 from __future__ import annotations
@@ -21,11 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..stage import Job, JobContext, Phases
+from ...stage import Job, JobContext, Phases
+from ..protocol import COMPILE_ROLE, EXIT_POISONED, JOB_DONE, ROLE_ENV
 from . import compile_pool
-
-EXIT_POISONED = 75
-JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
 
 # Stages a job can ask for, by name -> "module:function". Functions take
 # (context: JobContext) and emit events through context.emit. A job may also
@@ -33,7 +32,7 @@ JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker'
 STAGES: dict[str, str] = {
     "verify": "workbench.core.verify.battery:verify_stage",
     "bench": "workbench.core.timing.bench:bench_stage",
-    "precompile": "workbench.core.run.precompile:precompile_stage",  # a verify shard's share of the bench cases
+    "precompile": "workbench.core.run.child.precompile:precompile_stage",  # a verify shard's share of the bench cases
     "require_gpu": "workbench.core.timing.bench:require_gpu_stage",  # first stage of `bench`: refuse the interpreter
     "measure_ceilings": "workbench.core.timing.device:measure_ceilings_stage",  # `doctor --measure`; needs no kernel
 }
@@ -61,7 +60,7 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
     import triton.language  # noqa: F401
 
     if mode == "interpreter":
-        from ..verify.interpreter_fixes import apply
+        from ...verify.interpreter_fixes import apply
 
         apply()
     else:
@@ -80,21 +79,21 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
 
 
 def main() -> int:
-    if os.environ.get("WORKBENCH_ROLE") == "compile":
+    if os.environ.get(ROLE_ENV) == COMPILE_ROLE:
         return compile_pool.serve_compiles()  # a compile process of a run's pool: no CUDA, no judge, no events
     started = time.perf_counter()
     events_fd = os.dup(1)
     os.dup2(2, 1)  # the kernel's prints, Python's or C's, go to stderr
     sys.stdout = sys.stderr
 
-    from ..events import EventStream, Problem, StageChanged, WorkerReady
+    from ...events import EventStream, Problem, StageChanged, WorkerReady
 
     if os.environ.get("WORKBENCH_INTERPRET") == "1":
         os.environ["TRITON_INTERPRET"] = "1"
     try:
         import torch  # noqa: F401 - the judge forks with torch loaded, before CUDA, triton or kernel.py
 
-        from ..verify import handoff  # noqa: F401 - binds its primitives before kernel.py can patch them
+        from ...verify import handoff  # noqa: F401 - binds its primitives before kernel.py can patch them
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
         EventStream(events_fd)(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
         return 3
@@ -147,11 +146,12 @@ def profiled(run: Callable[..., int], job: Job, *args: Any) -> int:
 
 def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[Any], Any] | None = None,
             gate: Callable[[], None] | None = None) -> int:
-    from ..events import Problem, RunStarted, StageChanged, Tally
-    from ..project.config import ConfigError, ProjectConfig
-    from ..project.contract import ContractError, load_kernel
-    from ..project.folder import source_hash
-    from ..verify.edge_cases import generate_cases
+    from ...events import Problem, RunStarted, StageChanged
+    from ...project.config import ConfigError, ProjectConfig
+    from ...project.contract import ContractError, load_kernel
+    from ...project.folder import source_hash
+    from ...verdict import Tally
+    from ...verify.edge_cases import generate_cases
 
     interpret = ready.mode == "interpreter"
     if job.cache_dir:
@@ -168,7 +168,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         return result
 
     # functools.cache: the gate is waited for once; later calls return at once.
-    wait_for_gpu = functools.cache(gate) if gate is not None and job.options.get("gpu_gate") else (lambda: None)
+    wait_for_gpu = functools.cache(gate) if gate is not None and job.gpu_gate else (lambda: None)
     if not job.kernel_path:  # a device-only job (`doctor --measure`): no kernel.py to import
         try:
             config = ProjectConfig.from_dict(job.config)
@@ -190,7 +190,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
             compiles.close()
         emit(Problem(kind="config", message=str(exc), file=exc.path) if isinstance(exc, ConfigError) else exc.problem)
         return 0
-    from ..project.contract import find_autotuners, select_cases
+    from ...project.contract import find_autotuners, select_cases
 
     planned = [c.index for c in select_cases(km.cases, job.case_indices, "verify")] if "verify" in job.stages else []
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
@@ -205,13 +205,13 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
             compiles.close()
 
 
-def _open_compile_pool(job: Job, ready: Any) -> Any:
-    """The run's compile processes' server (run/compile_pool.py), when the runner started some."""
-    pool = job.options.get("compile_pool")
-    if not pool or not ready.compile_target:
+def _open_compile_pool(job: Job, ready: Any) -> compile_pool.CompilePool | None:
+    """The run's compile processes' server (child/compile_pool.py), when the runner started some."""
+    pool = job.compile_pool
+    if pool is None or not ready.compile_target:
         return None
     try:
-        return compile_pool.CompilePool(pool["address"], bytes.fromhex(pool["authkey"]), int(pool["processes"]))
+        return compile_pool.CompilePool(pool.address, bytes.fromhex(pool.authkey), int(pool.processes))
     except OSError:  # the address taken: the worker compiles alone, as without a pool
         return None
 
@@ -219,8 +219,8 @@ def _open_compile_pool(job: Job, ready: Any) -> Any:
 def _run_stages(context: JobContext) -> int:
     import importlib
 
-    from ..events import Problem
-    from ..stage import ContextPoisoned, RunAborted
+    from ...events import Problem
+    from ...stage import ContextPoisoned, RunAborted
 
     try:
         with _device_mode(context.interpret):
@@ -243,7 +243,7 @@ def _device_mode(interpret: bool) -> Any:
 
     if not interpret:
         return contextlib.nullcontext()
-    from ..verify.torchmodes import CudaToCpu
+    from ...verify.torchmodes import CudaToCpu
 
     return CudaToCpu()
 

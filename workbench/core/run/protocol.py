@@ -1,0 +1,46 @@
+"""What crosses the process boundary between the parent (the runner) and its children, in one place.
+
+The parent never imports the user's kernel, torch or triton; a child (run/child/) runs one job. They
+share nothing but what this module names (docs/ARCHITECTURE.md, "The process boundary"):
+
+- how a child is started: ``python -m WORKER_MODULE`` (or forked from ``TEMPLATE_MODULE``, the warm
+  template, run/forkserver.py); a compile process is a worker whose ROLE_ENV is COMPILE_ROLE, with its
+  order (`CompilePoolOrder.order_for`) in COMPILE_ORDER_ENV;
+- the job: one JSON line on the child's stdin (`core.stage.Job`), later a GPU_GATE line ("the GPU is yours");
+- the events: JSON lines on its stdout (core/events.py); its prints on stderr;
+- how it ends: a StageChanged(stage=JOB_DONE) with the exit status in `current`, then the exit: 0, or
+  EXIT_POISONED after a CUDA error left its context unusable (the parent resumes the cases left in a fresh
+  worker); a shard past its verification cases says PRECOMPILING.
+"""
+
+from __future__ import annotations
+
+import os
+
+WORKER_MODULE = "workbench.core.run.child.worker"
+TEMPLATE_MODULE = "workbench.core.run.child.template"
+
+JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
+EXIT_POISONED = 75
+PRECOMPILING = "precompiling"  # the StageChanged a verification shard sends when its verification is over
+GPU_GATE = "gpu"  # the line the parent sends a gated job once the GPU is its own
+
+ROLE_ENV = "WORKBENCH_ROLE"
+COMPILE_ROLE = "compile"  # ROLE_ENV of a compile process (child/compile_pool.py)
+COMPILE_ORDER_ENV = "WORKBENCH_COMPILE_ORDER"  # a compile process's order, in its environment
+COMPILE_POOL_ENV = "WORKBENCH_COMPILE_POOL"  # "0": verification sharded over GPU workers instead
+COMPILE_PROCESSES_ENV = "WORKBENCH_COMPILE_PROCESSES"
+
+
+def compile_pool_wanted() -> bool:
+    return os.environ.get(COMPILE_POOL_ENV, "1") != "0"
+
+
+def compile_processes() -> int:
+    """Compile processes beside a run's one GPU worker (child/compile_pool.py): WORKBENCH_COMPILE_PROCESSES, else
+    one per core (the GPU worker and its judge mostly wait while they compile; H100, 16 cores: the verdict
+    0.87 s with 16, 1.07 s with 14; RESULTS.md 3f)."""
+    configured = os.environ.get(COMPILE_PROCESSES_ENV, "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, os.cpu_count() or 2)

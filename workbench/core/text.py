@@ -1,0 +1,66 @@
+"""Plain-text formatting of the numbers a run reports, one way for every screen: the CLI's reports
+(workbench/reports.py), the app's panels (workbench/tui/) and the history's summaries.
+
+Pure Python; no Rich, no Textual. A missing value is MISSING everywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MISSING = "-"
+
+
+def fmt_err(value: float | None) -> str:
+    """An error magnitude: 0, or two significant digits in scientific notation (1.2e-05): the tables' width."""
+    if value is None:
+        return MISSING
+    return "0" if value == 0 else f"{value:.1e}"
+
+
+def fmt_value(value: float | None) -> str:
+    """An element's value; None is an element the kernel never wrote (or NaN, which JSON cannot carry)."""
+    return "unwritten/NaN" if value is None else f"{value:.6g}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A time at a readable scale: 12.3 µs, 412 µs, 0.412 ms, 1.25 s."""
+    if ms is None:
+        return MISSING
+    if ms < 1.0:
+        return f"{ms * 1e3:.1f} µs" if ms < 0.1 else f"{ms * 1e3:.0f} µs"
+    if ms < 1000.0:
+        return f"{ms:.3f} ms"
+    return f"{ms / 1e3:.2f} s"
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    """GB/s or TFLOP/s with sensible digits: 2987 GB/s, 412 TFLOP/s, 0.85 TFLOP/s."""
+    if value is None:
+        return MISSING
+    return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+
+
+def fmt_speedup(value: float | None) -> str:
+    """How many times faster: 1.87x."""
+    return MISSING if value is None else f"{value:.2f}x"
+
+
+def fmt_fraction(value: float | None) -> str:
+    """A share of a ceiling: 87%."""
+    return MISSING if value is None else f"{value:.0%}"
+
+
+def source_lines(path: str, line: int, around: int = 1, source: str | None = None) -> list[tuple[int, str]]:
+    """(number, text) of the lines of `path` around `line` (`source`: its text, when already read); [] when it
+    cannot be read or the line is out of range."""
+    if not path or not line:
+        return []
+    try:
+        text = source if source is not None else Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return []
+    return [(n, lines[n - 1]) for n in range(max(1, line - around), min(len(lines), line + around) + 1)]

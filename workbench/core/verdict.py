@@ -1,0 +1,198 @@
+"""A run's verdict and exit code, decided here and nowhere else (docs/ARCHITECTURE.md, "One verdict").
+
+Every consumer reads the same `Verdict`: the CLI's summary line and exit code, the app's status
+badge, the run history (`workbench list`, `history`, `diff`, the Changes tab), JUnit, `pytest
+--workbench`, the profiler plugins and the Ray runner's matrix. It is computed from a run's events
+(`Tally`, which counts them as they arrive) or read back from a history record (`Verdict.of_record`).
+
+The verdict is the verification's: a stage after it that stops (a benchmark refused for want of a
+GPU, a case that crashed while timed) changes the exit code, never the word a kernel that verified
+gets. Exit codes are an API (README "Exit codes"):
+
+    0 every case verified
+    1 a verification failed (a wrong value, an unwritten element, a crash or a hang in a case)
+    2 the project or its kernel.py could not be used (syntax, missing export, get_inputs raising,
+      a compile error, a bad workbench.toml; also bad arguments and refused names)
+    3 the environment cannot give the verdict: no torch/triton, no GPU where one is needed, a
+      missing profiler; or GPU ONLY: the Triton interpreter cannot run what the kernel uses
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .events import (
+    BenchResult,
+    CaseResult,
+    DeviceFacts,
+    Event,
+    Problem,
+    RunFinished,
+    StageChanged,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
+
+# Problems that mean "the project could not be used" (2), as opposed to a kernel that ran and was
+# wrong (1) or a machine that cannot run it (3).
+UNUSABLE_KINDS = frozenset({"syntax", "import", "contract", "inputs", "reference", "compile", "config"})
+ENVIRONMENT_KINDS = frozenset({"environment"})
+# The Triton interpreter cannot run what the kernel uses (a libdevice function it has no implementation
+# of, inline PTX): no verdict on this machine, one on a GPU (exit 3, verdict "gpu_only").
+GPU_ONLY_KIND = "gpu_only"
+
+# StageChanged stages that say verification is over: a Problem after one belongs to the later stages.
+PAST_VERIFICATION = frozenset({"verified", "benchmarking"})
+
+LABELS = {"passed": "VERIFIED", "failed": "FAILED", "gpu_only": "GPU ONLY", "error": "NOT USABLE",
+          "cancelled": "CANCELLED", "running": "RUNNING"}
+
+
+def exit_code_of(kinds: Iterable[str]) -> int:
+    """The exit code problems of these kinds give (EXIT_OK for none): environment > unusable > failed."""
+    kinds = set(kinds)
+    if kinds & ENVIRONMENT_KINDS or GPU_ONLY_KIND in kinds:
+        return EXIT_ENVIRONMENT
+    if kinds & UNUSABLE_KINDS:
+        return EXIT_UNUSABLE
+    return EXIT_FAILED if kinds else EXIT_OK
+
+
+def worst_problem(problems: Iterable[Problem]) -> tuple[int, Problem | None]:
+    """The exit code a list of problems gives, and the first problem of that severity (for a one-line reason)."""
+    problems = list(problems)
+    code = exit_code_of(p.kind for p in problems)
+    return code, next((p for p in problems if exit_code_of([p.kind]) == code), None)
+
+
+def worst_exit(codes: Iterable[int]) -> int:
+    """Several runs' exit codes as one (a command over many projects): the most serious wins."""
+    return max(codes, default=EXIT_OK)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """status: passed | failed | gpu_only | error | cancelled, with the exit code it gives and the counts."""
+
+    status: str
+    exit_code: int
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    after: str = ""  # what stopped a stage after verification ("" when nothing did): it sets the exit code
+
+    @property
+    def label(self) -> str:
+        if self.status == "error" and self.exit_code == EXIT_ENVIRONMENT:
+            return "CANNOT RUN HERE"  # the project may be fine: this machine cannot give the verdict
+        return LABELS.get(self.status, self.status.upper())
+
+    @property
+    def verified(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {"passed": self.passed, "failed": self.failed, "errors": self.errors, "skipped": self.skipped}
+
+    @classmethod
+    def decide(cls, passed: int, failed: int, errors: int, skipped: int, problem_kinds: Iterable[str],
+               later_kinds: Iterable[str] = (), cancelled: bool = False, after: str = "") -> Verdict:
+        """The rule. `problem_kinds`: problems of the verification; `later_kinds`: of the stages after it."""
+        kinds, later = set(problem_kinds), set(later_kinds)
+        counts = {"passed": passed, "failed": failed, "errors": errors, "skipped": skipped}
+        verified = passed and not failed and not errors and not kinds
+        if not verified:
+            kinds |= later  # nothing verified: a later stage's problem is the run's
+            after = ""
+        code = exit_code_of(kinds) if kinds else (EXIT_FAILED if failed or errors else EXIT_OK)
+        if verified:
+            status = "passed"
+            code = exit_code_of(later)
+        elif GPU_ONLY_KIND in kinds and not kinds & ENVIRONMENT_KINDS:
+            status = "gpu_only"
+        elif code == EXIT_FAILED:
+            status = "failed"
+        elif code == EXIT_OK:  # nothing ran: no case proved anything
+            status, code = ("failed", EXIT_FAILED) if skipped else ("error", EXIT_UNUSABLE)
+        else:
+            status = "error"
+        if cancelled:
+            status = "cancelled"
+        return cls(status=status, exit_code=code, after=after if verified else "", **counts)
+
+    @classmethod
+    def of_record(cls, data: dict[str, Any]) -> Verdict:
+        """The verdict of a history record (RunRecord.data, `--json`'s project record). Records written before
+        the verdict was the verification's said "error" for a verified run whose benchmark was refused: their
+        counts and problems decide it again."""
+        counts = data.get("counts") or {}
+        problems = data.get("problems") or []
+        if data.get("verdict") == "cancelled":
+            return cls.decide(**_counts(counts), problem_kinds=[], cancelled=True)
+        if "after_verification" in data:  # written by this rule: its own problems are split already
+            later = [p.get("kind", "") for p in data.get("after_verification") or []]
+            kinds = [p.get("kind", "") for p in problems if p not in (data.get("after_verification") or [])]
+            return cls.decide(**_counts(counts), problem_kinds=kinds, later_kinds=later,
+                              after=data.get("after", ""))
+        kinds = [p.get("kind", "") for p in problems]
+        if counts.get("passed") and all(k in ENVIRONMENT_KINDS for k in kinds):
+            return cls.decide(**_counts(counts), problem_kinds=[], later_kinds=kinds)
+        return cls.decide(**_counts(counts), problem_kinds=kinds)
+
+
+def _counts(counts: dict[str, Any]) -> dict[str, int]:
+    return {k: int(counts.get(k) or 0) for k in ("passed", "failed", "errors", "skipped")}
+
+
+@dataclass
+class Tally:
+    """Counts a run's events as they arrive; `verdict()` is the run's Verdict so far."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    problems: list[Problem] = field(default_factory=list)  # of the verification (and before it)
+    later_problems: list[Problem] = field(default_factory=list)  # of the stages after verification
+    past_verification: bool = False
+    cancelled: bool = False
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, CaseResult):
+            if event.status == "passed":
+                self.passed += 1
+            elif event.status == "failed":
+                self.failed += 1
+            elif event.status == "error":
+                self.errors += 1
+            else:
+                self.skipped += 1
+        elif isinstance(event, Problem):
+            (self.later_problems if self.past_verification else self.problems).append(event)
+        elif isinstance(event, StageChanged) and event.stage in PAST_VERIFICATION \
+                or isinstance(event, (DeviceFacts, BenchResult)):
+            self.past_verification = True
+        elif isinstance(event, RunFinished) and event.verdict == "cancelled":
+            self.cancelled = True
+
+    @property
+    def all_problems(self) -> list[Problem]:
+        return self.problems + self.later_problems
+
+    def verdict(self) -> Verdict:
+        after = self.later_problems[0].message if self.later_problems else ""
+        return Verdict.decide(self.passed, self.failed, self.errors, self.skipped, [p.kind for p in self.problems],
+                              [p.kind for p in self.later_problems], self.cancelled, after)
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict().exit_code
+
+    def finished(self, duration_s: float, cancelled: bool = False) -> RunFinished:
+        verdict = self.verdict()
+        return RunFinished(verdict="cancelled" if cancelled else verdict.status, passed=self.passed,
+                           failed=self.failed, errors=self.errors, skipped=self.skipped,
+                           duration_s=round(duration_s, 3))
