@@ -39,23 +39,10 @@ def core_imports(path: Path) -> set[str]:
     """The workbench.core modules a file imports (resolved to modules, not to names in them); imports under
     `if TYPE_CHECKING:` are for annotations and do not count."""
     name = module_name(path)
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
-    tree = ast.parse(path.read_text(), str(path))
-    annotations_only = type_checking_only(tree)
-    for node in ast.walk(tree):
-        if id(node) in annotations_only:
-            continue
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join(base + (node.module.split(".") if node.module else []))
-            # `from pkg import mod` names a module when pkg/mod.py exists.
-            targets = [module] + [f"{module}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for target in targets:
+    for module, names in workbench_imports(path, name):
+        # `from pkg import mod` names a module when pkg/mod.py exists.
+        for target in [module] + [f"{module}.{alias}" for alias in names]:
             if target.startswith("workbench.core.") and module_path(target) is not None:
                 found.add(target)
     found.discard(name)

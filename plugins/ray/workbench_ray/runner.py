@@ -27,10 +27,10 @@ from workbench.core.run import (
     GpuSlot,
     Job,
     Runner,
-    WorkerStartError,
     event_or_log,
     log_lines_left,
     make_runner,
+    wait_for_ready,
 )
 
 from .host import accelerator_type
@@ -177,7 +177,6 @@ class RayWorker:
         self.ready: WorkerReady | None = None
         self.lost = ""  # why the actor, its node or the connection went away
         self.started_up = threading.Event()  # as a local worker's: its WorkerReady has come, or it ended
-        self._startup_problem: Problem | None = None
         self.proc = RemoteProcess()
         self._killed = False
         self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here), JSON-escaped: the kernel's, its folder's
@@ -200,32 +199,7 @@ class RayWorker:
         return self.placed.id if self.placed else ""
 
     def wait_ready(self, timeout: float = WAIT_READY_S) -> WorkerReady:
-        """Its WorkerReady; WorkerStartError when the actor ended (or failed to start) before it said it."""
-        if self.ready is not None:
-            return self.ready
-        deadline = time.monotonic() + timeout
-        log: list[str] = []
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise WorkerStartError(Problem(kind="environment",
-                                               message=f"the Ray worker did not start within {timeout:.0f} s"))
-            try:
-                kind, payload = self.queue.get(timeout=left)
-            except queue.Empty:
-                continue
-            if kind == "eof":
-                message = self._startup_problem.message if self._startup_problem else \
-                    f"the Ray worker exited during start-up (status {self.proc.returncode})"
-                raise WorkerStartError(Problem(kind="environment", message=message, traceback="\n".join(log[-15:])))
-            if isinstance(payload, WorkerReady):
-                self.ready = payload
-                return payload
-            if isinstance(payload, Problem):
-                self._startup_problem = payload
-            elif isinstance(payload, LogLine):
-                log.append(payload.text)
+        return wait_for_ready(self, timeout, "the Ray worker")
 
     def send_line(self, line: str) -> None:
         """A line after the job (the GPU gate): a Ray worker is never gated (RayWorkers.local is False)."""

@@ -33,7 +33,7 @@ _EXPORTS = {
     "Runner": ".runner", "default_parallel": ".runner", "make_runner": ".factory", "lanes": ".factory",
     "RunnerLike": ".contracts", "WorkerHandle": ".contracts", "WorkerSource": ".contracts", "ProcessLike": ".contracts",
     "WorkerProcess": ".workers", "WorkerStartError": ".workers", "LocalWorkers": ".workers",
-    "event_or_log": ".workers", "log_lines_left": ".workers", "worker_env": ".workers",
+    "event_or_log": ".workers", "log_lines_left": ".workers", "worker_env": ".workers", "wait_for_ready": ".workers",
     "RunOutcome": ".session", "run_project": ".session",
     "GpuSlot": ".gpus", "discover_gpus": ".gpus", "select_gpus": ".gpus",
     "WORKER_MODULE": ".protocol",

@@ -90,7 +90,6 @@ class WorkerProcess:
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.ready: WorkerReady | None = None
         self.started_up = threading.Event()  # its WorkerReady has come (or it ended): wait_ready returns at once
-        self._startup_problem: Problem | None = None
         self._log_thread = threading.Thread(target=self._read_log, daemon=True)
         threading.Thread(target=self._read_events, daemon=True).start()
         self._log_thread.start()
@@ -126,33 +125,7 @@ class WorkerProcess:
         return log_lines_left(self.queue)
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
-        if self.ready is not None:
-            return self.ready
-        deadline = time.monotonic() + timeout
-        log: list[str] = []
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                raise WorkerStartError(Problem(kind="environment",
-                                               message=f"the worker did not start within {timeout:.0f} s"))
-            try:
-                kind, payload = self.queue.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if kind == "eof":
-                self.proc.wait()
-                tail = "\n".join(log[-15:])
-                message = self._startup_problem.message if self._startup_problem else \
-                    f"the worker exited during start-up (status {self.proc.returncode})"
-                raise WorkerStartError(Problem(kind="environment", message=message, traceback=tail))
-            if isinstance(payload, WorkerReady):
-                self.ready = payload
-                return payload
-            if isinstance(payload, Problem):
-                self._startup_problem = payload
-            elif isinstance(payload, LogLine):
-                log.append(payload.text)
+        return wait_for_ready(self, timeout)
 
     def send(self, job: Job) -> None:
         self.send_line(job.to_json())
@@ -196,6 +169,38 @@ class WorkerProcess:
                 self.proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def wait_for_ready(worker: Any, timeout: float = STARTUP_TIMEOUT_S, name: str = "the worker") -> WorkerReady:
+    """A worker's WorkerReady from its queue (kept in `worker.ready`); WorkerStartError when it did not come
+    within `timeout` (the worker is killed) or the worker ended first (the Problem it reported, else its
+    status, with its last log lines). For any contracts.WorkerHandle that reads its events into `queue`."""
+    if worker.ready is not None:
+        return worker.ready
+    deadline = time.monotonic() + timeout
+    log: list[str] = []
+    startup_problem: Problem | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            worker.kill()
+            raise WorkerStartError(Problem(kind="environment", message=f"{name} did not start within {timeout:.0f} s"))
+        try:
+            kind, payload = worker.queue.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if kind == "eof":
+            worker.proc.wait()
+            message = startup_problem.message if startup_problem else \
+                f"{name} exited during start-up (status {worker.proc.returncode})"
+            raise WorkerStartError(Problem(kind="environment", message=message, traceback="\n".join(log[-15:])))
+        if isinstance(payload, WorkerReady):
+            worker.ready = payload
+            return payload
+        if isinstance(payload, Problem):
+            startup_problem = payload
+        elif isinstance(payload, LogLine):
+            log.append(payload.text)
 
 
 def log_lines_left(events: "queue.Queue[tuple[str, Any]]") -> list[LogLine]:
