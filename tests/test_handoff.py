@@ -270,3 +270,15 @@ def test_phases_add_up_in_order_and_carry_the_set_up():
     phases.done("timing")
     assert list(phases.seconds) == ["set-up", "inputs", "timing"]
     assert phases.seconds["set-up"] == 0.5 and all(v >= 0 for v in phases.seconds.values())
+
+
+def test_the_whole_output_nan_count_is_said_wherever_the_sample_falls():
+    # a sample of half the output: the NaN lands in it about half the time; the count is said either way
+    for _ in range(40):
+        ref = torch.randn(64, 256, dtype=torch.float64)
+        out = ref.float().clone()
+        out[7, 3] = float("nan")
+        result, _ = judged_sample(out, ref, limit=1 << 13)
+        assert result.status == "failed" and result.checks["nan"] == "failed"
+        assert any("1 NaN where the reference has a number, counted over the whole output" in m
+                   for m in result.messages), result.messages

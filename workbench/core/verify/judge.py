@@ -142,7 +142,7 @@ class Judge:
             if cmp.unwritten:
                 result.checks["unwritten"] = "failed"
             if data.sampled_from and i < len(data.nan_where_reference_has_none) \
-                    and data.nan_where_reference_has_none[i] and not cmp.nan_mismatch:
+                    and data.nan_where_reference_has_none[i]:  # the whole output's count, wherever the sample fell
                 result.messages.append(f"{prefix}{data.nan_where_reference_has_none[i]} NaN where the reference "
                                        "has a number, counted over the whole output (elements never written?)")
                 cmp.nan_mismatch = True
