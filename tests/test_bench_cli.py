@@ -9,6 +9,7 @@ import pytest
 from workbench.core.events import (
     AutotuneReport,
     BenchResult,
+    CaseResult,
     ConfigTiming,
     DeviceFacts,
     Problem,
@@ -152,7 +153,7 @@ def test_report_of_an_unverified_kernel(tmp_path):
 
     outcome = gpu_outcome(tmp_path)
     outcome.events = [e for e in outcome.events if not isinstance(e, (DeviceFacts, BenchResult, AutotuneReport))]
-    outcome.tally.failed = 1
+    outcome.tally.add(CaseResult(case_index=99, label="n=1", status="failed"))
     assert "verification failed" in format_bench(outcome)
 
 

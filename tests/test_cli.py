@@ -74,10 +74,14 @@ def test_json_and_junit_are_well_formed(cli, make_project, tmp_path):
     assert [s.get("name") for s in suites] == ["good", "bad"]
     good_cases = suites[0].findall("testcase")
     generated = [c for c in good_cases if c.find("properties/property[@name='generated']").get("value") == "true"]
-    assert len(good_cases) - len(generated) == 3 + 3 * 2  # one per case and per forced config
+    assert len(good_cases) - len(generated) == 3  # one per case, its forced configs' runs inside it
     assert generated and all("(generated)" in c.get("name") for c in generated)
     first = {p.get("name"): p.get("value") for p in good_cases[0].iter("property")}
     assert first["launches"] == "1" and first["check.values"] == "passed"
+    assert first["configs.run"] == first["configs.passed"] == "2"
+    assert sorted(v for k, v in first.items() if k.startswith("config.")) == ["passed", "passed"]
+    # One unit everywhere (issue 25): the JSON's cases are the JUnit's testcases.
+    assert record["projects"][0]["counts"]["passed"] == len(good_cases) == int(suites[0].get("tests"))
     assert first["check.triton_launched"] == "passed" and first["check.repeat_recycled_addresses"] == "passed"
     assert int(suites[1].get("failures")) > 0
     assert suites[1].find("testcase/failure") is not None
@@ -114,11 +118,13 @@ def test_history_list_and_diff(cli, make_project, monkeypatch):
     assert code == 0
     lines = out.strip().splitlines()
     assert len(lines) == 2 and "passed" in lines[0] and "failed" in lines[1]
+    history_counts = lines[1].split("failed", 1)[1]
     code, out, err = cli("diff", project)
     assert code == 0 and "+" in out and "n // meta" in out
     monkeypatch.chdir(project.parent)
     code, out, err = cli("list", "--dir", ".")
     assert code == 0 and "hist" in out and "failed" in out
+    assert history_counts.strip().split("  ")[0] in out  # the same counts, said the same way
     code, out, err = cli("diff", project, "nope", "-1")
     assert code == 2 and "no run" in err
 

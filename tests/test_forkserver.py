@@ -112,7 +112,10 @@ def test_a_worker_killed_before_its_fork_is_killed_when_it_comes(server):
 
 def test_launchers_go_to_the_workbench_cache_and_everything_else_to_the_project_cache(tmp_path, monkeypatch):
     pytest.importorskip("triton.runtime.cache")
-    from workbench.core.run.child.launcher_cache import EXTENSION_SUFFIX, LauncherKeepingCache
+    from workbench.core.run.child.launcher_cache import (
+        EXTENSION_SUFFIX,
+        LauncherKeepingCache,
+    )
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "project-cache"))
     monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "workbench-cache"))

@@ -14,9 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_installed_plugins_register_through_their_entry_points(tmp_path):
     target = tmp_path / "site"
     plugins = [str(ROOT / "plugins" / name) for name in ("ncu", "ray", "sanitizer")]
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
                               "--target", str(target), *plugins], capture_output=True, text=True, cwd=tmp_path)
     assert install.returncode == 0, install.stderr[-2000:]
+    assert "`project.license` as a TOML table" not in install.stdout + install.stderr  # an SPDX string now
     env = {"PYTHONPATH": f"{target}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     probe = subprocess.run(
         [sys.executable, "-c", "import importlib.metadata as m;"

@@ -44,8 +44,23 @@ def test_without_the_option_the_plugin_is_inert(tmp_path, make_project):
 
 
 @pytest.mark.slow
-def test_an_unusable_project_exits_as_workbench_verify_does(tmp_path, make_project):
+def test_an_unusable_project_is_a_failed_item_and_pytest_exits_1(tmp_path, make_project):
+    # pytest's 2 is "interrupted" (and 3 "internal error"): the workbench's codes are not its exit status.
     make_project(kernels.SYNTAX_ERROR, name="projects/broken", toml=FAST)
+    make_project(kernels.GOOD, name="projects/badtoml", toml="[tolerance.float32]\nrtol = nan\n")
     code, out = run_pytest(tmp_path, "--workbench", "projects")
-    assert code == 2, out
-    assert "project: syntax" in out
+    assert code == 1, out
+    assert "FAILED projects/broken/kernel.py::project: syntax" in out
+    assert "FAILED projects/badtoml/kernel.py::project: config" in out
+    assert "[tolerance.float32.rtol]: must be a finite number, got nan" in out  # the workbench's reason
+    assert "NOT USABLE (workbench verify exits 2)" in out
+    assert "Interrupted" not in out and "INTERNALERROR" not in out
+
+
+@pytest.mark.slow
+def test_every_case_skipped_is_a_failed_item_as_workbench_verify_exits_1(tmp_path, make_project):
+    make_project(kernels.GOOD, name="projects/skippy", toml=FAST + "interpret_max_elements = 0\n")
+    code, out = run_pytest(tmp_path, "--workbench", "--workbench-interpret", "projects")
+    assert code == 1, out
+    assert "FAILED projects/skippy/kernel.py::project: not verified" in out
+    assert "project: FAILED (workbench verify exits 1)" in out

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 from tui_helpers import (
+    app_for,
     bench_events,
     case_events,
     compile_problem,
+    needs_snapshots,
     replay,
-    rmsnorm_like_source,
+    rmsnorm_project,
     text_of,
 )
 
@@ -25,25 +27,12 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import RunEvent
 from workbench.tui.panels import PanelSpec
 
-try:
-    import pytest_textual_snapshot  # noqa: F401
-    HAVE_SNAPSHOTS = True
-except ImportError:
-    HAVE_SNAPSHOTS = False
-needs_snapshots = pytest.mark.skipif(not HAVE_SNAPSHOTS, reason="pytest-textual-snapshot is not installed")
 SIZE = (160, 45)
 
 
 @pytest.fixture
 def project(tmp_path) -> Project:
-    folder = tmp_path / "rmsnorm"
-    folder.mkdir()
-    (folder / "kernel.py").write_text(rmsnorm_like_source())
-    return Project.open(folder)
-
-
-def app_for(project: Project) -> WorkbenchApp:
-    return WorkbenchApp(project, live=False)
+    return rmsnorm_project(tmp_path)
 
 
 async def test_passing_gpu_run_shows_verdict_benchmark_and_autotune(project):

@@ -2,7 +2,14 @@
 
 import pytest
 
-from workbench.core.events import CaseResult, Problem, RunFinished, RunStarted, StageChanged, WorkerReady
+from workbench.core.events import (
+    CaseResult,
+    Problem,
+    RunFinished,
+    RunStarted,
+    StageChanged,
+    WorkerReady,
+)
 from workbench.core.verdict import (
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
@@ -105,3 +112,22 @@ def test_the_cli_the_history_and_the_app_say_the_same(tmp_path):
     assert summary_line(outcome).startswith("VERIFIED: 2 passed") and summary_line(outcome).endswith("(exit 3)")
     assert state.bench_problems and not state.problems
     assert isinstance(RunFinished(verdict="passed"), RunFinished)
+
+
+def test_the_unit_is_the_case_with_its_configs_beside():
+    """A case passed only when every result of it did (its forced configs, the recheck after timing): the
+    report, the record and the app count cases, and say the configs' runs beside (issue 25: "VERIFIED 18
+    cases" on screen, "108/108 passed" in the history)."""
+    tally = Tally()
+    tally.add(CaseResult(case_index=0, label="n=1", status="passed"))
+    tally.add(CaseResult(case_index=0, label="n=1", status="passed", config="k: BLOCK=64"))
+    tally.add(CaseResult(case_index=0, label="n=1", status="passed", config="k: BLOCK=128"))
+    tally.add(CaseResult(case_index=1, label="n=2", status="passed"))
+    tally.add(CaseResult(case_index=1, label="n=2", status="failed", config="k: BLOCK=64"))
+    tally.add(CaseResult(case_index=2, label="n=3", status="skipped"))
+    verdict = tally.verdict()
+    assert (verdict.passed, verdict.failed, verdict.skipped) == (1, 1, 1) and verdict.status == "failed"
+    assert verdict.describe_counts() == "1 passed, 1 failed, 1 skipped (3 forced-config runs, 2 passed)"
+    assert verdict.counts["configs"] == {"run": 3, "passed": 2}
+    record = {"verdict": verdict.status, "counts": verdict.counts, "problems": [], "after_verification": []}
+    assert Verdict.of_record(record).describe_counts() == verdict.describe_counts()

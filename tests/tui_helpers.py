@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from textual.widget import Widget
 from textual.widgets import DataTable, RichLog, Static
@@ -28,6 +29,14 @@ from workbench.core.events import (
 from workbench.core.live.watch import Save
 from workbench.tui.messages import RunEvent
 
+try:
+    import pytest_textual_snapshot  # noqa: F401
+    HAVE_SNAPSHOTS = True
+except ImportError:
+    HAVE_SNAPSHOTS = False
+# the SVG snapshot tests need the pytest plugin (a test extra); the rest of the UI tests do not
+needs_snapshots = pytest.mark.skipif(not HAVE_SNAPSHOTS, reason="pytest-textual-snapshot is not installed")
+
 
 def render_text(renderable, width: int = 150) -> str:
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
@@ -45,6 +54,11 @@ def text_of(widget: Widget) -> str:
     if isinstance(widget, Static):
         return render_text(widget.content, max(widget.size.width, 150))
     return "\n".join(text_of(child) for child in widget.query("Static, DataTable, RichLog") if child.display)
+
+
+def screen_text(app) -> str:
+    """The whole screen as the terminal shows it, line by line (what tmux capture-pane gives)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
 async def wait_for(pilot, predicate, timeout: float = 60.0, what: str = "the condition") -> None:
@@ -129,12 +143,15 @@ def canned_save(source: str = "", saved_at: float = 1000.0) -> Save:
                 saved_at=saved_at)
 
 
-async def replay(app, pilot, events: list, save_source: str = "", saved_at: float = 1000.0) -> int:
-    """Feed a canned run to an app started with live=False; fix its clocks so the screen is the same every time."""
+async def replay(app, pilot, events: list, save_source: str = "", saved_at: float = 1000.0, ready: bool = True,
+                 finished: RunFinished | None = None) -> int:
+    """Feed a canned run to an app started with live=False; fix its clocks so the screen is the same every time.
+    `ready=False`: no worker reported (a run stopped before it took one); `finished`: the run's last event."""
     save = canned_save(save_source, saved_at)
     app.session.last_save = save
     run_id = app.submit("save", save=save)
-    for event in [READY_GPU, *events, RunFinished(verdict="passed", duration_s=2.4)]:
+    finished = finished or RunFinished(verdict="passed", duration_s=2.4)
+    for event in [*([READY_GPU] if ready else []), *events, finished]:
         app.post_message(RunEvent(run_id, event))
     await pilot.pause()
     run = app.runs[run_id]
@@ -149,3 +166,20 @@ async def replay(app, pilot, events: list, save_source: str = "", saved_at: floa
 def rmsnorm_like_source() -> str:
     return "\n".join(f"# line {n}" for n in range(1, 8)) + "\n    y = x * inv_rms * w  # bad broadcast\n" + \
         "\n".join(f"# line {n}" for n in range(9, 14)) + "\n"
+
+
+def rmsnorm_project(tmp_path: Path):
+    """A project folder holding an rmsnorm-like kernel.py, opened."""
+    from workbench.core.project.folder import Project
+
+    folder = tmp_path / "rmsnorm"
+    folder.mkdir()
+    (folder / "kernel.py").write_text(rmsnorm_like_source())
+    return Project.open(folder)
+
+
+def app_for(project):
+    """The app on `project`, not watching (the tests feed it events)."""
+    from workbench.tui.app import WorkbenchApp
+
+    return WorkbenchApp(project, live=False)

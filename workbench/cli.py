@@ -4,12 +4,18 @@
     1  a verification failed (or a benchmark's re-check failed)
     2  the project or its kernel.py could not be used; bad arguments; a refused name
     3  an environment problem (no torch/triton, no GPU where one is needed, a missing profiler)
+  141  stdout was closed before everything was printed (`workbench ... | head -1`): 128 + SIGPIPE, as a
+       shell reports a command a closed pipe killed; the command stops quietly (no traceback), and
+       what it finished stands (a project `new` wrote is complete, the runs verified are recorded)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import pluggy
@@ -47,8 +53,35 @@ def build_parser(commands: dict, pm: pluggy.PluginManager | None = None) -> argp
     return parser
 
 
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE: the reader of stdout went away (module docstring)
+
+
 def main(argv: list[str] | None = None, pm: pluggy.PluginManager | None = None) -> int:
     """Run one command; returns its exit code. `pm`: a ready plugin manager (tests), else one is built."""
+    try:
+        code = _main(argv, pm)
+        sys.stdout.flush()  # here, not at the interpreter's exit: a closed pipe is met in the try
+        return code
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null, so that nothing later (the interpreter's last flush
+    of what is still buffered) meets the closed pipe again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _main(argv: list[str] | None, pm: pluggy.PluginManager | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     plugins = "--no-plugins" not in argv  # built-ins only: no installed, no project-local plugins
     try:
@@ -72,14 +105,32 @@ def main(argv: list[str] | None = None, pm: pluggy.PluginManager | None = None) 
     if args.command is None:
         parser.print_help()
         return EXIT_UNUSABLE
+    previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         return commands[args.command].run(args, Context(pm=pm))
     except CommandError as exc:
         print(f"workbench {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Terminated:
+        print(f"workbench {args.command}: interrupted (SIGTERM); its workers were stopped", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print(f"workbench {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI job's time-out, `kill`), handled as Ctrl-C is: every command's cleanup runs (its
+    runners close and kill their workers) and the command says it was interrupted. Workers die with the
+    workbench however it ends (run/protocol.py), but a clean end also prints why."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _project_dir_hint(argv: list[str]) -> Path | None:
@@ -87,10 +138,13 @@ def _project_dir_hint(argv: list[str]) -> Path | None:
     for arg in argv:
         if not arg.startswith("-"):
             path = Path(arg)
-            if path.is_dir() and (path / "kernel.py").is_file():
-                return path
-            if path.suffix == ".py" and path.is_file():
-                return path.parent
+            try:
+                if path.is_dir() and (path / "kernel.py").is_file():
+                    return path
+                if path.suffix == ".py" and path.is_file():
+                    return path.parent
+            except OSError:  # a name too long for the file system, a folder not ours to read: not a project
+                continue
     return Path.cwd() if (Path.cwd() / "kernel.py").is_file() else None
 
 

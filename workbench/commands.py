@@ -81,3 +81,13 @@ class Progress:
         if self.enabled:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+
+
+def seconds_argument(text: str) -> float:
+    """An argparse `type` for a time-out in seconds: finite and above 0, else exit 2 naming the option."""
+    from .core.project.config import timeout_argument
+
+    try:
+        return timeout_argument(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -5,8 +5,15 @@ With it, each kernel.py under the paths pytest is given becomes a collector that
 `workbench verify` on its project (in worker processes: this process imports neither torch nor the
 kernel) and yields one item per verdict, named as in the JUnit report ("case 2: n=4097", a forced
 autotune config in brackets), with the same messages. Problems that stop a project (a syntax
-error, get_inputs raising) are items of their own. Exit status: pytest's, raised to `workbench
-verify`'s exit code when that is higher (1 failed, 2 a project not usable, 3 the machine cannot run it).
+error, get_inputs raising, a bad workbench.toml) are items of their own.
+
+Exit status: pytest's own, never the workbench's codes, which mean other things to pytest (2 is
+"interrupted", 3 "internal error"). Whatever `workbench verify` would not exit 0 for is a failed item,
+so pytest exits 1: a case that fails, a project that cannot be used ("NOT USABLE: ... workbench
+verify exits 2"), and a machine that cannot give the verdict (no torch/triton, GPU ONLY: "workbench
+verify exits 3"), each item saying the workbench's reason and its exit code. A project whose
+verdict is not VERIFIED though none of its items failed (every case skipped) gets a failed item
+"project: not verified". pytest exits 0 exactly where `workbench verify` would.
 
     pytest --workbench projects/               every project under projects/
     pytest --workbench --workbench-interpret   force the Triton interpreter on a GPU machine
@@ -45,7 +52,6 @@ def _runner(config: pytest.Config) -> Any:
 
         runner = make_runner(interpret=config.getoption("workbench_interpret"), keep_warm=True)
         config._workbench_runner = runner  # type: ignore[attr-defined]
-        config._workbench_exit = 0  # type: ignore[attr-defined]
     return runner
 
 
@@ -58,15 +64,24 @@ class ProjectFile(pytest.File):
 
         project = Project.open(self.path.parent)
         outcome = run_project(project, _runner(self.config), ["verify"])
-        self.config._workbench_exit = max(self.config._workbench_exit, outcome.exit_code)  # type: ignore[attr-defined]
+        verdict = outcome.verdict
+        # The workbench's reason, said in every failed item: "NOT USABLE (workbench verify exits 2)".
+        reason = f"{verdict.label} (workbench verify exits {verdict.exit_code})"
+        failing = False
         for r in outcome.case_results():
-            yield CaseItem.from_parent(self, name=case_name(r), result=r)
+            failing = failing or r.status in ("failed", "error")
+            yield CaseItem.from_parent(self, name=case_name(r), result=r, reason=reason)
         for p in outcome.of_type(Problem):
             if p.case_index is None:
-                yield ProblemItem.from_parent(self, name=f"project: {p.kind}", problem=p)
+                failing = True
+                yield ProblemItem.from_parent(self, name=f"project: {p.kind}", problem=p, reason=reason)
         if not outcome.case_results() and not outcome.of_type(Problem):
-            yield ProblemItem.from_parent(self, name="project: nothing verified",
+            failing = True
+            yield ProblemItem.from_parent(self, name="project: nothing verified", reason=reason,
                                           problem=Problem(kind="inputs", message="no case was verified"))
+        if verdict.exit_code != 0 and not failing:  # pytest exits 0 only where workbench verify does
+            yield ProblemItem.from_parent(self, name="project: not verified", reason=reason,
+                                          problem=Problem(kind="verdict", message=verdict.describe_counts()))
 
 
 class WorkbenchFailure(Exception):
@@ -74,9 +89,10 @@ class WorkbenchFailure(Exception):
 
 
 class CaseItem(pytest.Item):
-    def __init__(self, *, result: Any, **kwargs: Any):
+    def __init__(self, *, result: Any, reason: str = "", **kwargs: Any):
         super().__init__(**kwargs)
         self.result = result
+        self.reason = reason
         for check, outcome in result.checks.items():
             self.user_properties.append((f"check.{check}", outcome))
         self.user_properties += [("generated", result.generated), ("launches", result.launches)]
@@ -94,7 +110,7 @@ class CaseItem(pytest.Item):
         if isinstance(excinfo.value, WorkbenchFailure):
             from .reports import failure_details
 
-            return "\n".join(failure_details(self.result))
+            return "\n".join([*failure_details(self.result), *([f"project: {self.reason}"] if self.reason else [])])
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
@@ -102,9 +118,10 @@ class CaseItem(pytest.Item):
 
 
 class ProblemItem(pytest.Item):
-    def __init__(self, *, problem: Any, **kwargs: Any):
+    def __init__(self, *, problem: Any, reason: str = "", **kwargs: Any):
         super().__init__(**kwargs)
         self.problem = problem
+        self.reason = reason
 
     def runtest(self) -> None:
         raise WorkbenchFailure(self.problem)
@@ -112,17 +129,14 @@ class ProblemItem(pytest.Item):
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:
         p = self.problem
         where = f"{p.location}: " if p.location else ""
-        return f"{p.kind}: {where}{p.message}"
+        return f"{p.kind}: {where}{p.message}" + (f"\nproject: {self.reason}" if self.reason else "")
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.name
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # The exit status stays pytest's (module docstring): every verdict that is not 0 is a failed item already.
     runner = getattr(session.config, "_workbench_runner", None)
-    if runner is None:
-        return
-    runner.close()
-    code = getattr(session.config, "_workbench_exit", 0)
-    if code > int(session.exitstatus):
-        session.exitstatus = code
+    if runner is not None:
+        runner.close()

@@ -28,7 +28,7 @@ from .core.text import (
     source_lines,
 )
 from .core.timing.stats import bench_summary, relative_spread
-from .core.verdict import GPU_ONLY_KIND
+from .core.verdict import CASE_RANK, GPU_ONLY_KIND
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
 
@@ -185,14 +185,23 @@ def failure_details(r: CaseResult) -> list[str]:
 
 def summary_line(outcome: RunOutcome) -> str:
     verdict = outcome.verdict
-    parts = [f"{verdict.passed} passed", f"{verdict.failed} failed"]
-    if verdict.errors:
-        parts.append(f"{verdict.errors} errors")
-    if verdict.skipped:
-        parts.append(f"{verdict.skipped} skipped")
     took = f" in {outcome.finished.duration_s:.1f} s" if outcome.finished else ""
     after = "; a later stage stopped (above)" if verdict.after else ""
-    return f"{verdict.label}: {', '.join(parts)}{took}{after} (exit {verdict.exit_code})"
+    return f"{verdict.label}: {verdict.describe_counts()}{took}{after} (exit {verdict.exit_code})"
+
+
+def projects_summary(outcomes: list[RunOutcome], exit_code: int) -> str:
+    """The last line of a run over several projects: how many came to each verdict, the names of those not
+    verified, and the command's exit code (the most serious of theirs)."""
+    by_label: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        by_label.setdefault(outcome.verdict.label, []).append(outcome.project.name)
+    order = ["VERIFIED", "FAILED", "GPU ONLY", "NOT USABLE", "CANNOT RUN HERE", "CANCELLED"]
+    parts = []
+    for label in sorted(by_label, key=lambda lab: order.index(lab) if lab in order else len(order)):
+        names = by_label[label]
+        parts.append(f"{len(names)} {label.lower()}" + ("" if label == "VERIFIED" else f" ({', '.join(names)})"))
+    return f"{len(outcomes)} projects: {'; '.join(parts)} (exit {exit_code})"
 
 
 def case_name(r: CaseResult) -> str:
@@ -201,38 +210,68 @@ def case_name(r: CaseResult) -> str:
             + (f" ({r.phase})" if r.phase else ""))
 
 
+def cases_of(rows: list[CaseResult]) -> list[list[CaseResult]]:
+    """A run's results grouped by case (and GPU, where a case ran on several), in the order they came: the
+    case's own result first, then its forced configs' runs and rechecks. The unit every report counts."""
+    grouped: dict[tuple[int, str], list[CaseResult]] = {}
+    for r in rows:
+        grouped.setdefault((r.case_index, r.gpu), []).append(r)
+    return [sorted(results, key=lambda r: (bool(r.config), bool(r.phase))) for results in grouped.values()]
+
+
+def worst_of(results: list[CaseResult]) -> CaseResult:
+    """The result that decides a case's status: its worst (the first of equals)."""
+    rank = {status: i for i, status in enumerate(CASE_RANK)}
+    return max(results, key=lambda r: rank.get(r.status, 0))
+
+
 def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
+    """One testsuite per project, one testcase per case (README "What verified means"): a case fails when
+    any of its results did (its forced autotune configs, the recheck after timing); which ones, and every
+    config's status, are in the testcase (the failure's text, its properties)."""
     root = ET.Element("testsuites", name="workbench verify")
     for outcome in outcomes:
-        rows = outcome.case_results()
+        cases = cases_of(outcome.case_results())
+        worst = [worst_of(results) for results in cases]
         probs = [p for p in problems(outcome) if p.case_index is None]
         compatibility = outcome.compatibility()
         suite = ET.SubElement(root, "testsuite", name=outcome.project.name,
-                              tests=str(len(rows) + len(probs) + len(compatibility)),
-                              failures=str(sum(r.status == "failed" for r in rows)
+                              tests=str(len(cases) + len(probs) + len(compatibility)),
+                              failures=str(sum(w.status == "failed" for w in worst)
                                            + sum(f["status"] == "failed" and f["required"]
                                                  for f in compatibility.values())),
-                              errors=str(sum(r.status == "error" for r in rows) + len(probs)),
-                              skipped=str(sum(r.status == "skipped" for r in rows)),
+                              errors=str(sum(w.status == "error" for w in worst) + len(probs)),
+                              skipped=str(sum(w.status == "skipped" for w in worst)),
                               time=f"{outcome.finished.duration_s if outcome.finished else 0:.3f}")
-        for r in rows:
-            case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=case_name(r),
-                                 time=f"{r.duration_s:.3f}")
-            props = {"generated": str(r.generated).lower(), "launches": "" if r.launches is None else str(r.launches),
-                     **({"gpu": r.gpu} if r.gpu else {}),
-                     **{f"check.{k}": v for k, v in sorted(r.checks.items())},
-                     **{f"warning.{i}": w for i, w in enumerate(r.warnings)}}
+        for results, w in zip(cases, worst):
+            own = results[0]
+            name = f"case {own.case_index}: {own.label}" + (f" [GPU {own.gpu}]" if len({r.gpu for r in
+                                                            outcome.case_results()}) > 1 else "")
+            case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}", name=name,
+                                 time=f"{sum(r.duration_s for r in results):.3f}")
+            configs = [r for r in results if r.config]
+            props = {"generated": str(own.generated).lower(),
+                     "launches": "" if own.launches is None else str(own.launches),
+                     **({"gpu": own.gpu} if own.gpu else {}),
+                     **{f"check.{k}": v for k, v in sorted(own.checks.items())},
+                     **{f"warning.{i}": msg for i, msg in enumerate(own.warnings)},
+                     **({"configs.run": str(len(configs)),
+                         "configs.passed": str(sum(r.status == "passed" for r in configs))} if configs else {}),
+                     **{f"config.{r.config}" + (f" ({r.phase})" if r.phase else ""): r.status
+                        for r in results if r.config or r.phase}}
             properties = ET.SubElement(case, "properties")
             for key, value in props.items():
                 ET.SubElement(properties, "property", name=key, value=value)
-            if r.status in ("failed", "error"):
-                tag = "failure" if r.status == "failed" else "error"
-                failed_checks = [k for k, v in r.checks.items() if v == "failed"]
-                el = ET.SubElement(case, tag, message="; ".join(r.messages)[:500] or r.status,
-                                   type=",".join(failed_checks) or r.status)
-                el.text = "\n".join(failure_details(r))
-            elif r.status == "skipped":
-                ET.SubElement(case, "skipped", message="; ".join(r.notes))
+            if w.status in ("failed", "error"):
+                bad = [r for r in results if r.status in ("failed", "error")]
+                tag = "failure" if w.status == "failed" else "error"
+                failed_checks = sorted({k for r in bad for k, v in r.checks.items() if v == "failed"})
+                where = "" if not w.config else f"with {w.config}: "
+                el = ET.SubElement(case, tag, message=(where + "; ".join(w.messages))[:500] or w.status,
+                                   type=",".join(failed_checks) or w.status)
+                el.text = "\n".join(line for r in bad for line in failure_details(r))
+            elif w.status == "skipped":
+                ET.SubElement(case, "skipped", message="; ".join(w.notes))
         for name, finding in outcome.compatibility().items():
             case = ET.SubElement(suite, "testcase", classname=f"workbench.{outcome.project.name}",
                                  name=f"compatibility: {name}")

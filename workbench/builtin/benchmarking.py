@@ -27,7 +27,7 @@ from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
 from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
 from ..core.stage import Job
-from ..reports import format_bench
+from ..reports import format_bench, projects_summary
 from .verifying import add_run_arguments, overall_exit, run_many
 
 BENCH_STAGES = ["require_gpu", "verify", "bench"]
@@ -63,6 +63,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     code = overall_exit(outcomes)
     if args.json:
         print(json.dumps({"exit_code": code, "projects": records}, indent=2, allow_nan=False, default=str))
+    elif len(outcomes) > 1:
+        print(projects_summary(outcomes, code))
     return code
 
 

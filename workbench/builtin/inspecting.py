@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +19,14 @@ from ..commands import (
     hookimpl,
 )
 from ..core.project.folder import Project, ProjectError, find_projects
-from ..core.project.history import find_record, last_record, read_records, source_diff
+from ..core.project.history import (
+    changed_since,
+    find_record,
+    last_record,
+    read_records,
+    record_files,
+    source_diff,
+)
 from ..core.run.workers import WorkerProcess, WorkerStartError
 from ..plugins import loaded_plugins
 from .benchmarking import cached_ceilings_row, measure_ceilings
@@ -29,6 +37,8 @@ def _open_project(path: str) -> Project:
         return Project.open(path)
     except ProjectError as exc:
         raise CommandError(str(exc)) from None
+    except OSError as exc:  # a name too long for the file system, a folder not ours to read
+        raise CommandError(f"{path[:80]}{'...' if len(path) > 80 else ''}: {exc.strerror or exc}") from None
 
 
 # -- list -------------------------------------------------------------------------------
@@ -43,16 +53,24 @@ def _list(args: argparse.Namespace, context: Context) -> int:
         print(f"no projects under {args.dir}/ (create one: workbench new rmsnorm)")
         return EXIT_OK
     for project in projects:
-        record = last_record(project)
+        unreadable: list[str] = []
+        record = last_record(project, unreadable)
+        say_unreadable(unreadable)
         if record is None:
-            verdict, when = "never run", ""
-        else:
-            stale = "" if record.source_hash == project.source_hash() else " (kernel.py changed since)"
-            verdict = f"{record.verdict}{stale}"
-            where = record.data.get("mode") or "?"
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created)) + f" on {where}"
-        print(f"{project.name:<20} {verdict:<40} {when}")
+            print(f"{project.name:<20} never run")
+            continue
+        changed = changed_since(project, record)
+        stale = f" ({', '.join(changed)} changed since)" if changed else ""
+        where = record.data.get("mode") or "?"
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created)) + f" on {where}"
+        print(f"{project.name:<20} {record.verdict + stale:<40} {when}  {record.counts_text}")
     return EXIT_OK
+
+
+def say_unreadable(unreadable: list[str]) -> None:
+    """History records that could not be read (and were skipped), one warning line each, on stderr."""
+    for line in unreadable:
+        print(f"workbench: warning: {line}", file=sys.stderr)
 
 
 # -- doctor -----------------------------------------------------------------------------
@@ -144,39 +162,82 @@ def _shown_path(file: str) -> str:
 
 # -- history / diff ---------------------------------------------------------------------
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {text!r}")
+    return value
+
+
+def _is_project_path(arg: str) -> bool:
+    """Whether a command-line argument names a project (a folder holding kernel.py, or a .py file)."""
+    path = Path(arg)
+    try:
+        return (path.is_dir() and (path / "kernel.py").is_file()) or (path.suffix == ".py" and path.is_file())
+    except OSError:
+        return False
+
+
+def _this_project(command: str) -> Project:
+    """No project named: the one this folder holds (as `workbench verify` does), else a one-line refusal."""
+    here = Path.cwd()
+    if (here / "kernel.py").is_file():
+        return _open_project(str(here))
+    found = [f"projects/{p.name}" for p in find_projects(here / "projects")]
+    hint = f" ({', '.join(found[:5])}{', ...' if len(found) > 5 else ''})" if found else ""
+    raise CommandError(f"no project given and this folder is not one (no kernel.py here); name it: "
+                       f"workbench {command} PROJECT{hint}")
+
+
 def _history_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("project", help="project folder or kernel .py file")
-    parser.add_argument("-n", type=int, default=20, help="show the last N runs (default 20)")
+    parser.add_argument("project", nargs="?",
+                        help="project folder or kernel .py file (default: this folder's project)")
+    parser.add_argument("-n", type=_positive_int, default=20, help="show the last N runs (default 20)")
 
 
 def _history(args: argparse.Namespace, context: Context) -> int:
-    project = _open_project(args.project)
-    records = read_records(project)
+    project = _open_project(args.project) if args.project is not None else _this_project("history")
+    unreadable: list[str] = []
+    records = read_records(project, unreadable)
+    say_unreadable(unreadable)
     if not records:
         print(f"{project.name}: no runs recorded yet")
         return EXIT_OK
     for record in records[-args.n:]:
         d = record.data
-        counts = d.get("counts", {})
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
         bench = d.get("bench_summary") or ""
         print(f"{record.id}  {when}  {'+'.join(d.get('stages', [])):<12} {record.verdict:<9} "
-              f"{counts.get('passed', 0)}/{sum(counts.values()) if counts else 0} passed  "
-              f"src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}".rstrip())
+              f"{record.counts_text}  src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}".rstrip())
     return EXIT_OK
 
 
 def _diff_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("project", help="project folder or kernel .py file")
-    parser.add_argument("a", nargs="?", default="-2", help="older run: id, id prefix or index (default -2)")
-    parser.add_argument("b", nargs="?", default="-1", help="newer run (default -1, the latest)")
+    parser.add_argument("project", nargs="?",
+                        help="project folder or kernel .py file (default: this folder's project, whose runs "
+                             "then come first: `workbench diff A B`)")
+    parser.add_argument("a", nargs="?", help="older run: id, id prefix or index (default -2)")
+    parser.add_argument("b", nargs="?", help="newer run (default -1, the latest)")
 
 
 def _diff(args: argparse.Namespace, context: Context) -> int:
-    project = _open_project(args.project)
-    records = read_records(project)
+    where, runs = args.project, [r for r in (args.a, args.b) if r is not None]
+    if where is not None and not _is_project_path(where) and (Path.cwd() / "kernel.py").is_file():
+        # Inside a project, `workbench diff A [B]`: the arguments are its runs.
+        if len(runs) == 2:
+            raise CommandError(f"{where}: not a project (a folder holding kernel.py, or a .py file); "
+                               "inside a project, give at most two runs: workbench diff A B")
+        where, runs = None, [where, *runs]
+    older_ref, newer_ref = runs + ["-2", "-1"][len(runs):]
+    project = _open_project(where) if where is not None else _this_project("diff")
+    unreadable: list[str] = []
+    records = read_records(project, unreadable)
+    say_unreadable(unreadable)
     try:
-        older, newer = find_record(records, args.a), find_record(records, args.b)
+        older, newer = find_record(records, older_ref), find_record(records, newer_ref)
     except KeyError as exc:
         raise CommandError(str(exc.args[0])) from None
     print(f"{older.id} ({older.verdict}) -> {newer.id} ({newer.verdict})")
@@ -185,7 +246,7 @@ def _diff(args: argparse.Namespace, context: Context) -> int:
     for line in timing_change(older.data, newer.data):
         print(line)
     diff = source_diff(project, older, newer)
-    print("\n".join(diff) if diff else "(same kernel source)")
+    print("\n".join(diff) if diff else f"(the same sources: {', '.join(sorted(record_files(project, newer)))})")
     return EXIT_OK
 
 

@@ -23,6 +23,7 @@ from ..commands import (
     Context,
     Progress,
     hookimpl,
+    seconds_argument,
 )
 from ..profiling import Profiler, collect_profilers
 from .verifying import resolve_projects
@@ -37,7 +38,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", type=int, action="append", metavar="K", dest="cases",
                         help="profile case K (its index in CASES); repeatable (default: the benchmark cases)")
     parser.add_argument("--full", action="store_true", help="collect everything the tool can (ncu: --set full)")
-    parser.add_argument("--timeout", type=float, metavar="S", help="give up when the worker is silent S seconds")
+    parser.add_argument("--timeout", type=seconds_argument, metavar="S", help="give up when the worker is silent S seconds")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--list", action="store_true", help="list the installed profilers, then exit")
 

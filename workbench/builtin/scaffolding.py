@@ -12,6 +12,7 @@ from ..core.project.scaffold import (
     ScaffoldError,
     builtin_scaffolds,
     create_project,
+    validate_name,
 )
 
 
@@ -40,6 +41,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
             print(f"{s.name:<14} {kind:<12} {s.summary}{aliases}")
         return EXIT_OK
     try:
+        validate_name(args.name)  # before the scaffold is looked up: a refused name is said as such
         scaffold = cat.choose(args.name, args.template)
         target = create_project(args.name, args.dir, scaffold)
     except ScaffoldError as exc:

@@ -10,14 +10,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..commands import Command, CommandError, Context, Progress, hookimpl
+from ..commands import (
+    Command,
+    CommandError,
+    Context,
+    Progress,
+    hookimpl,
+    seconds_argument,
+)
 from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
 from ..core.run.factory import lanes
 from ..core.run.gpus import GpuSelectionError, select_gpus
 from ..core.run.session import RunOutcome, run_project
 from ..core.verdict import worst_exit
-from ..reports import format_outcome, junit_tree
+from ..reports import format_outcome, junit_tree, projects_summary
 
 
 def resolve_projects(paths: list[str]) -> list[Project]:
@@ -45,9 +52,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case", type=int, action="append", metavar="K", dest="cases",
                         help="only case K (its index in CASES); repeatable")
     parser.add_argument("--json", action="store_true", help="print one JSON record instead of the table")
-    parser.add_argument("--timeout", type=float, metavar="S",
-                        help="kill a case that runs longer than S seconds (default: [verify] timeout_s, 60 on a "
-                             "GPU, 300 in the interpreter)")
+    parser.add_argument("--timeout", type=seconds_argument, metavar="S",
+                        help="kill a case that runs longer than S seconds, S > 0 (default: workbench.toml's "
+                             "[verify] timeout_s, 60, on a GPU, interpret_timeout_s, 300, in the interpreter; "
+                             "0 there means no limit)")
     parser.add_argument("--gpus", metavar="LIST", default="all",
                         help="the GPUs to spread cases and projects over: 'all' (default: every GPU "
                              "CUDA_VISIBLE_DEVICES lets through) or their numbers among those, e.g. 0,1")
@@ -154,6 +162,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     code = overall_exit(outcomes)
     if args.json:
         print(json.dumps({"exit_code": code, "projects": [o.to_record() for o in outcomes]}, indent=2))
+    elif len(outcomes) > 1:
+        print(projects_summary(outcomes, code))
     if args.junit:
         try:
             args.junit.parent.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,30 @@ def fmt_fraction(value: float | None) -> str:
     return MISSING if value is None else f"{value:.0%}"
 
 
+def fmt_count(n: int) -> str:
+    """A count (cases, elements, configs), never cut: exact below 100,000 ("36628"), else three significant
+    digits and k, M, B ("520k", "1.05M", "16.8M"): at most five characters past the exact range. Every count
+    the app shows goes through here."""
+    n = int(n)
+    if abs(n) < 100_000:
+        return str(n)
+    for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "B")):
+        value = n / scale
+        if abs(value) < 999.5 or suffix == "B":
+            digits = 2 if abs(value) < 9.995 else 1 if abs(value) < 99.95 else 0
+            return f"{value:.{digits}f}{suffix}"
+    raise AssertionError("unreachable")
+
+
+def fmt_part(part: int, whole: int, sep: str = "/") -> str:
+    """ "36628/37000", "412/1.05M": a part of a whole, each fmt_count'ed. A part short of the whole never reads
+    as the whole once both are abbreviated: "<1.05M/1.05M"."""
+    text_part, text_whole = fmt_count(part), fmt_count(whole)
+    if text_part == text_whole and part != whole:
+        text_part = ("<" if part < whole else ">") + text_part
+    return f"{text_part}{sep}{text_whole}"
+
+
 def source_lines(path: str, line: int, around: int = 1, source: str | None = None) -> list[tuple[int, str]]:
     """(number, text) of the lines of `path` around `line` (`source`: its text, when already read); [] when it
     cannot be read or the line is out of range."""

@@ -19,7 +19,7 @@ gets. Exit codes are an API (README "Exit codes"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from .events import (
@@ -82,6 +82,8 @@ class Verdict:
     errors: int = 0
     skipped: int = 0
     after: str = ""  # what stopped a stage after verification ("" when nothing did): it sets the exit code
+    configs_run: int = 0  # forced autotune configs run, over every case (beside the case counts)
+    configs_passed: int = 0
 
     @property
     def label(self) -> str:
@@ -94,8 +96,23 @@ class Verdict:
         return self.status == "passed"
 
     @property
-    def counts(self) -> dict[str, int]:
-        return {"passed": self.passed, "failed": self.failed, "errors": self.errors, "skipped": self.skipped}
+    def counts(self) -> dict[str, Any]:
+        """Cases by their verdict, and the forced autotune configs' runs beside them."""
+        return {"passed": self.passed, "failed": self.failed, "errors": self.errors, "skipped": self.skipped,
+                "configs": {"run": self.configs_run, "passed": self.configs_passed}}
+
+    def describe_counts(self) -> str:
+        """"18 passed, 0 failed, 2 skipped (90 forced-config runs, 90 passed)": the one way counts are said."""
+        parts = [f"{self.passed} passed", f"{self.failed} failed"]
+        if self.errors:
+            parts.append(f"{self.errors} error{'s' if self.errors != 1 else ''}")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped")
+        text = ", ".join(parts)
+        if self.configs_run:
+            text += f" ({self.configs_run} forced-config run{'s' if self.configs_run != 1 else ''}, " \
+                    f"{self.configs_passed} passed)"
+        return text
 
     @classmethod
     def decide(cls, passed: int, failed: int, errors: int, skipped: int, problem_kinds: Iterable[str],
@@ -104,8 +121,9 @@ class Verdict:
         kinds, later = set(problem_kinds), set(later_kinds)
         counts = {"passed": passed, "failed": failed, "errors": errors, "skipped": skipped}
         verified = passed and not failed and not errors and not kinds
+        if not verified and not (passed or failed or errors or kinds):
+            kinds |= later  # nothing ran before it: the later stage's problem is the run's (bench on a CPU)
         if not verified:
-            kinds |= later  # nothing verified: a later stage's problem is the run's
             after = ""
         code = exit_code_of(kinds) if kinds else (EXIT_FAILED if failed or errors else EXIT_OK)
         if verified:
@@ -129,6 +147,12 @@ class Verdict:
         the verdict was the verification's said "error" for a verified run whose benchmark was refused: their
         counts and problems decide it again."""
         counts = data.get("counts") or {}
+        configs = counts.get("configs") or {}
+        return replace(cls._of_record(data, counts), configs_run=int(configs.get("run") or 0),
+                       configs_passed=int(configs.get("passed") or 0))
+
+    @classmethod
+    def _of_record(cls, data: dict[str, Any], counts: dict[str, Any]) -> Verdict:
         problems = data.get("problems") or []
         if data.get("verdict") == "cancelled":
             return cls.decide(**_counts(counts), problem_kinds=[], cancelled=True)
@@ -147,14 +171,23 @@ def _counts(counts: dict[str, Any]) -> dict[str, int]:
     return {k: int(counts.get(k) or 0) for k in ("passed", "failed", "errors", "skipped")}
 
 
+# A case's verdict is the worst of its results: the tuned call's, each forced autotune config's, the recheck
+# after timing. In this order, from the least to the most serious.
+CASE_RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+
+
 @dataclass
 class Tally:
-    """Counts a run's events as they arrive; `verdict()` is the run's Verdict so far."""
+    """Counts a run's events as they arrive; `verdict()` is the run's Verdict so far.
 
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
+    The unit is the case (README "What verified means"): a case passed when every one of its results
+    did; the runs of forced autotune configs are counted beside (`configs_passed` of `configs_run`)."""
+
+    # (case index, GPU) -> its worst status so far: a case is one verdict per GPU kind it ran on (the Ray matrix
+    # runs each case on every kind); elsewhere a case runs on one GPU, its results all stamped with it
+    cases: dict[tuple[int, str], str] = field(default_factory=dict)
+    configs_run: int = 0
+    configs_passed: int = 0
     problems: list[Problem] = field(default_factory=list)  # of the verification (and before it)
     later_problems: list[Problem] = field(default_factory=list)  # of the stages after verification
     past_verification: bool = False
@@ -162,14 +195,14 @@ class Tally:
 
     def add(self, event: Event) -> None:
         if isinstance(event, CaseResult):
-            if event.status == "passed":
-                self.passed += 1
-            elif event.status == "failed":
-                self.failed += 1
-            elif event.status == "error":
-                self.errors += 1
-            else:
-                self.skipped += 1
+            status = event.status if event.status in CASE_RANK else "skipped"
+            key = (event.case_index, event.gpu)
+            before = self.cases.get(key)
+            if before is None or CASE_RANK[status] > CASE_RANK[before]:
+                self.cases[key] = status
+            if event.config:
+                self.configs_run += 1
+                self.configs_passed += event.status == "passed"
         elif isinstance(event, Problem):
             (self.later_problems if self.past_verification else self.problems).append(event)
         elif isinstance(event, StageChanged) and event.stage in PAST_VERIFICATION \
@@ -178,14 +211,39 @@ class Tally:
         elif isinstance(event, RunFinished) and event.verdict == "cancelled":
             self.cancelled = True
 
+    def _count(self, status: str) -> int:
+        return sum(s == status for s in self.cases.values())
+
+    def case_status(self, case_index: int) -> str | None:
+        """The worst status of one case over every GPU it ran on (None before any result)."""
+        statuses = [s for (index, _gpu), s in self.cases.items() if index == case_index]
+        return max(statuses, key=CASE_RANK.__getitem__) if statuses else None
+
+    @property
+    def passed(self) -> int:
+        return self._count("passed")
+
+    @property
+    def failed(self) -> int:
+        return self._count("failed")
+
+    @property
+    def errors(self) -> int:
+        return self._count("error")
+
+    @property
+    def skipped(self) -> int:
+        return self._count("skipped")
+
     @property
     def all_problems(self) -> list[Problem]:
         return self.problems + self.later_problems
 
     def verdict(self) -> Verdict:
         after = self.later_problems[0].message if self.later_problems else ""
-        return Verdict.decide(self.passed, self.failed, self.errors, self.skipped, [p.kind for p in self.problems],
-                              [p.kind for p in self.later_problems], self.cancelled, after)
+        verdict = Verdict.decide(self.passed, self.failed, self.errors, self.skipped, [p.kind for p in self.problems],
+                                 [p.kind for p in self.later_problems], self.cancelled, after)
+        return replace(verdict, configs_run=self.configs_run, configs_passed=self.configs_passed)
 
     @property
     def exit_code(self) -> int:
@@ -193,6 +251,6 @@ class Tally:
 
     def finished(self, duration_s: float, cancelled: bool = False) -> RunFinished:
         verdict = self.verdict()
-        return RunFinished(verdict="cancelled" if cancelled else verdict.status, passed=self.passed,
-                           failed=self.failed, errors=self.errors, skipped=self.skipped,
+        return RunFinished(verdict="cancelled" if cancelled else verdict.status, passed=verdict.passed,
+                           failed=verdict.failed, errors=verdict.errors, skipped=verdict.skipped,
                            duration_s=round(duration_s, 3))

@@ -60,6 +60,10 @@ BENCH_PANELS = frozenset({"status", "bench", "autotune", "log"})  # what events 
 # from a save to the worker's job is dozens of short system calls, and each one gives the GIL up: while
 # the UI thread draws, every one of them waited out a full 5 ms (save -> job 0.10 s on an H100 host).
 GIL_SWITCH_INTERVAL_S = 0.0005
+NARROW_WIDTH = 130  # below this, the cases table takes more of the width (workbench.tcss, Screen.-narrow)
+# What overtook a run, by the newer request's reason: "run 3 · ... (cancelled: overtaken by a save)".
+OVERTAKEN_BY = {"save": "a save", "rerun": "a rerun", "verify only": "a verify-only run", "pin": "a pinned run",
+                "start": "the first run"}
 
 
 def load_profilers(pm: Any) -> dict[str, Any]:
@@ -160,6 +164,9 @@ class WorkbenchApp(Actions, App):
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
             self.loop.start()
+            if not self.loop.recording:
+                self.notify(f"another `workbench watch` (pid {self.loop.recorder.holder}) records this project's runs: "
+                            "this one does not record them", title="not recording", severity="warning", timeout=15)
             self.submit("start")
             self.watch_project()
             self.set_interval(0.25, self._tick)
@@ -176,6 +183,7 @@ class WorkbenchApp(Actions, App):
     def _fit(self, width: int, height: int) -> None:
         small = width < MIN_WIDTH or height < MIN_HEIGHT
         self.screen.set_class(small, "-too-small")
+        self.screen.set_class(width < NARROW_WIDTH, "-narrow")
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {width}×{height}; Kernel Workbench needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n\n"
@@ -205,7 +213,10 @@ class WorkbenchApp(Actions, App):
     def submit(self, reason: str, stages: tuple[str, ...] | None = None, save: Save | None = None) -> int:
         request = RunRequest(stages=stages or self.session.stages, reason=reason,
                              pins=tuple(sorted(self.session.pins.items())), save=save)
+        overtaken = self.session.latest
         run_id = self.loop.submit(request)
+        if overtaken is not None and overtaken.finished is None:  # the loop kills it: never shown, said so
+            self.query_one(LogPanel).cancel_run(overtaken.run_id, f"overtaken by {OVERTAKEN_BY.get(reason, reason)}")
         self.runs = {k: v for k, v in self.runs.items() if k >= run_id - 2}  # only recent runs can still report
         self.runs[run_id] = RunState(run_id=run_id, request=request)
         self.session.latest = self.runs[run_id]
@@ -234,7 +245,8 @@ class WorkbenchApp(Actions, App):
             return
         save = message.request.save
         what = f"save of {', '.join(save.changed)}" if save else message.request.reason
-        self.query_one(LogPanel).begin_run(f"run {message.run_id} · {what} · {time.strftime('%H:%M:%S')}")
+        self.query_one(LogPanel).begin_run(f"run {message.run_id} · {what} · {time.strftime('%H:%M:%S')}",
+                                           message.run_id)
 
     def on_run_event(self, message: RunEvent) -> None:
         run = self.runs.get(message.run_id)
@@ -310,8 +322,9 @@ class WorkbenchApp(Actions, App):
         elif isinstance(event, LogLine):
             log.line(event)
         elif isinstance(event, RunFinished) and event.verdict != "cancelled":
-            log.note(f"run finished: verification {run.verdict} ({event.passed} passed, {event.failed} failed, "
-                     f"{event.errors} errors) in {event.duration_s:.2f} s", style="grey62")
+            verdict = run.tally.verdict()  # the status line's counts, as the CLI says them
+            log.note(f"run finished: {run.verdict_label} ({verdict.describe_counts()}) in {event.duration_s:.2f} s",
+                     style="grey62")
 
     def _event_panels(self) -> list[Any]:
         return [w for w in self.query("TabPane > *") if hasattr(w, "workbench_event")]
@@ -339,7 +352,10 @@ class WorkbenchApp(Actions, App):
     @work(thread=True, group="history", exclusive=True, exit_on_error=False)
     def refresh_history(self, exclude: str = "", source: str | None = None,
                         current_times: dict[int, float] | None = None) -> None:
-        records = read_records(self.project)
+        unreadable: list[str] = []
+        records = read_records(self.project, unreadable)
+        for line in unreadable:
+            self.call_from_thread(self.notify, line, title="history", severity="warning", timeout=15)
         series = kernel_time_series(records, self.bench_times)
         comparisons = None
         if source is not None:

@@ -28,12 +28,27 @@ from ..core.events import (
 )
 from ..core.live.loop import RunRequest
 from ..core.live.watch import Save
-from ..core.verdict import ENVIRONMENT_KINDS, LABELS, Tally
+from ..core.verdict import (
+    ENVIRONMENT_KINDS,
+    GPU_ONLY_KIND,
+    LABELS,
+    Tally,
+    worst_problem,
+)
 
 # The pipeline a run goes through, as the status line draws it.
 PHASES = ("cache", "compile", "verify", "bench", "done")
 PHASE_LABELS = {"cache": "cache cleared", "compile": "compile", "verify": "verify", "bench": "bench", "done": "done"}
 LOCATION_IN_MESSAGE = re.compile(r"\[(?P<file>[^\[\]]+?):(?P<line>\d+)\]\s*$")
+DTYPE_IN_LABEL = re.compile(r"(?:^|\s)dtype=(?P<dtype>[\w.]+)")
+GENERATED_SUFFIX = " (generated)"
+# What stopped a run, by the problem's kind, as the stage bar says it ("✘ import: syntax error").
+STOPPED_BY = {"config": "bad workbench.toml", "syntax": "syntax error", "import": "import failed",
+              "contract": "kernel.py contract", "inputs": "get_inputs failed", "reference": "reference_fn failed",
+              "compile": "does not compile", GPU_ONLY_KIND: "GPU only", "environment": "cannot run here",
+              "internal": "internal error", "crash": "worker crashed", "timeout": "timed out"}
+# Problems of these kinds come from running the cases: at the earliest, the stage bar's verify stage.
+CASE_STAGE_KINDS = frozenset({"inputs", "reference", GPU_ONLY_KIND})
 
 
 @dataclass
@@ -43,16 +58,39 @@ class CaseRow:
     result: CaseResult | None = None  # the autotuner's own pick (or the only config)
     configs: list[CaseResult] = field(default_factory=list)  # each autotune config forced in turn
     problems: list[Problem] = field(default_factory=list)
+    tallied: str | None = None  # the case's verdict in the run's Tally (core/verdict.py), once it has a result
 
     run_over: bool = False  # the run ended: a case with no result was never reached
 
     @property
     def status(self) -> str:
-        if self.result is None:
-            return "error" if self.problems else "not run" if self.run_over else "pending"
-        if self.result.status == "passed" and any(c.status in ("failed", "error") for c in self.configs):
-            return "failed"
-        return self.result.status
+        """passed | failed | error | skipped (the Tally's), else gpu only | error | not run | pending."""
+        if self.tallied is not None:
+            return self.tallied
+        if any(p.kind == GPU_ONLY_KIND for p in self.problems):
+            return "gpu only"  # the interpreter cannot run what the kernel uses: no verdict, not an error
+        return "error" if self.problems else "not run" if self.run_over else "pending"
+
+    @property
+    def dtype(self) -> str:
+        """The case's dtype: its result's, else the one its label names (a case that raised has no result dtype)."""
+        if self.result is not None and self.result.dtype:
+            return self.result.dtype
+        match = DTYPE_IN_LABEL.search(self.label)
+        return match["dtype"] if match else ""
+
+    @property
+    def generated(self) -> bool:
+        return bool(self.result is not None and self.result.generated) or self.label.endswith(GENERATED_SUFFIX)
+
+    @property
+    def params(self) -> str:
+        """The label without its dtype (a column of its own) and without " (generated)" (said apart)."""
+        label = self.label.removesuffix(GENERATED_SUFFIX)
+        dtype = self.dtype
+        if dtype:
+            label = label.replace(f" dtype={dtype}", "").replace(f"dtype={dtype}", "").strip()
+        return label or self.label
 
     @property
     def configs_passed(self) -> tuple[int, int]:
@@ -92,10 +130,16 @@ class RunState:
     verdict_at: float | None = None  # wall clock when the verdict became known
     bench_at: float | None = None  # ... and the first benchmark result
     failure_shown: bool = False  # the first failing case has been put on screen
+    problem_phases: dict[int, str] = field(default_factory=dict)  # id(problem) -> the phase it came in
+    importing_problems: set[int] = field(default_factory=set)  # id(problem) of those that came while importing
 
     def apply(self, event: Event) -> set[str]:
         """Fold one event in; returns the panels to redraw (status, cases, bench, autotune, log)."""
         changed = {"status"}
+        if isinstance(event, Problem) and not self.tally.past_verification:
+            self.problem_phases[id(event)] = self.phase
+            if self.stage is not None and self.stage.stage == "importing":
+                self.importing_problems.add(id(event))
         self.tally.add(event)
         if isinstance(event, WorkerReady):
             self.ready = event
@@ -123,6 +167,7 @@ class RunState:
                 row.configs.append(event)
             else:
                 row.result = event
+            row.tallied = self.tally.case_status(event.case_index)
             changed.add("cases")
         elif isinstance(event, Problem):
             if self.tally.past_verification:  # after the verdict: the benchmark's business
@@ -200,6 +245,24 @@ class RunState:
         if not self.verdict_known:
             return "running"
         return self.tally.verdict().status
+
+    @property
+    def stopped(self) -> tuple[str, str, Problem] | None:
+        """A run that stopped before its cases could give a verdict (a syntax error, a bad workbench.toml, a
+        kernel the interpreter cannot run): (the phase where it stopped, the word for it, what stopped it)."""
+        if self.finished is None or self.verdict not in ("error", "gpu_only"):
+            return None
+        _, problem = worst_problem(self.problems)
+        if problem is None:
+            return None
+        phase = self.problem_phases.get(id(problem), "cache")
+        if problem.kind in CASE_STAGE_KINDS and PHASES.index(phase) < PHASES.index("verify"):
+            phase = "verify"
+        if phase in ("bench", "done"):
+            phase = "verify"
+        where = {"cache": "start", "compile": "import" if id(problem) in self.importing_problems else "compile",
+                 "verify": "verify"}[phase]
+        return phase, where, problem
 
     @property
     def verdict_label(self) -> str:
@@ -282,9 +345,13 @@ class LiveSession:
     @property
     def stale(self) -> bool:
         """What is on screen is not the verdict of the source on disk."""
-        if self.missing or self.latest is not self.current:
-            return True  # a newer save (or rerun) is pending
+        if self.missing:
+            return True
         run = self.current
+        if run is None:
+            return False  # nothing has run yet: nothing on screen to be stale
+        if self.latest is not run:
+            return True  # a newer save (or rerun) is pending
         return bool(run and self.disk_hash and run.source_hash and run.source_hash != self.disk_hash)
 
     @property

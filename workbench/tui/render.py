@@ -12,9 +12,10 @@ from ..core.live.changes import SpeedChange
 from ..core.text import MISSING, fmt_ms
 
 MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
-        "cancelled": "⊘", "not run": "–"}
+        "cancelled": "⊘", "not run": "–", "gpu only": "◇", "gpu_only": "◇"}
 MARK_COLOR = {"passed": "green3", "failed": "red1", "error": "red1", "skipped": "grey50", "pending": "grey42",
-              "running": "yellow", "cancelled": "grey50", "not run": "grey50"}
+              "running": "yellow", "cancelled": "grey50", "not run": "grey50", "gpu only": "yellow3",
+              "gpu_only": "yellow3"}
 BLOCKS = " ▏▎▍▌▋▊▉█"
 SPARKS = "▁▂▃▄▅▆▇█"
 HEAT = ["#2a2f3a", "#d4a017", "#e08a00", "#e06000", "#d93a25", "#ff1f1f"]  # clean, then few bad .. all bad
@@ -23,16 +24,6 @@ HEAT = ["#2a2f3a", "#d4a017", "#e08a00", "#e06000", "#d93a25", "#ff1f1f"]  # cle
 def status_text(status: str, label: str | None = None) -> Text:
     mark = MARK.get(status, "?")
     return Text(f"{mark} {label if label is not None else status}", style=f"bold {MARK_COLOR.get(status, '')}")
-
-
-
-
-
-
-
-
-
-
 
 
 def bar(fraction: float | None, width: int = 12, style: str = "") -> Text:

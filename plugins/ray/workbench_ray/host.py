@@ -11,7 +11,9 @@ Imports neither torch nor the worker's modules: the actor only carries lines.
 from __future__ import annotations
 
 import ctypes
+import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +38,29 @@ def accelerator_type(resources: dict[str, Any]) -> str:
     return next((k.split(":", 1)[1] for k in resources if k.startswith("accelerator_type:")), "")
 
 
+FOLDER_PREFIX = "workbench-ray-"  # + the actor's pid: a folder whose actor is gone (killed) is stale
+
+
+def sweep_stale_folders(root: Path | None = None) -> list[Path]:
+    """Remove the folders of actors that are gone (an actor killed by Ray never cleans up after itself); each
+    host sweeps when it starts. Returns what it removed."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not folder.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its actor still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's actor
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
 class WorkerHost:
     """One worker process on the node this actor was placed on (Ray sets its CUDA_VISIBLE_DEVICES)."""
 
@@ -45,7 +70,8 @@ class WorkerHost:
             worker_env,
         )
 
-        self.folder = Path(tempfile.mkdtemp(prefix="workbench-ray-"))
+        sweep_stale_folders()
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         child_env = worker_env(env, interpret)
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, text=True,
@@ -64,7 +90,9 @@ class WorkerHost:
     def _await_exit(self, readers: list[threading.Thread]) -> None:
         for reader in readers:
             reader.join()
-        self.lines.put(("exit", str(self.proc.wait())))
+        code = self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)  # the kernel's copy and its Triton cache
+        self.lines.put(("exit", str(code)))
 
     def where(self) -> dict[str, Any]:
         """The node and GPU this actor holds, and the kind of GPU (Ray's accelerator_type)."""

@@ -23,6 +23,7 @@ from typing import Callable
 
 from ..events import BenchResult, Event, Problem, RunFinished
 from ..project.folder import Project
+from ..project.history import RecorderLock
 from ..run.contracts import RunnerLike
 from ..run.session import RunOutcome, run_project
 from .watch import Save
@@ -52,6 +53,8 @@ class LiveLoop:
         self._latest = 0
         self._closed = False
         self._reference_timings: dict[str, dict] = {}  # bench.reference_key -> Timing, from earlier runs
+        self.recorder = RecorderLock(project)
+        self.recording = True  # until start() finds another loop recording this project
         self._thread = threading.Thread(target=self._serve, name="workbench-live-loop", daemon=True)
 
     @property
@@ -59,6 +62,9 @@ class LiveLoop:
         return self._latest
 
     def start(self) -> None:
+        """Warm a worker now, and take the project's recorder lock: the runs of a second loop on one project
+        are not recorded (`recording` says which this one is; `recorder.holder`, the pid of the one that is)."""
+        self.recording = self.recorder.acquire()
         self.runner.prewarm()
         self._thread.start()
 
@@ -77,6 +83,7 @@ class LiveLoop:
             self._pending = None
             self._wakeup.notify()
         self.runner.close()
+        self.recorder.release()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
 
@@ -106,7 +113,7 @@ class LiveLoop:
         started = time.monotonic()
         try:
             outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins),
-                                  live=True, reference_timings=self._reference_timings)
+                                  live=True, reference_timings=self._reference_timings, record=self.recording)
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
                           traceback=traceback.format_exc()))

@@ -13,14 +13,14 @@ watched files and yields a `Save` only when their content changed. A save is see
 quiet step); 20 ms keeps that under 40 ms, and a burst split in two costs no more than
 a run restarted with the final content (the hashes decide what counts as a save). A kernel file
 that disappears (a rename-over save caught half-way, a `git checkout`) is given a
-short grace period; if it stays gone the watcher says so and waits for it.
+short grace period; if it stays gone the watcher says so and waits for it, and a project folder that is
+removed and made again (by any route) is watched again.
 
 UI-free: the TUI, the latency benchmark and tests all drive this module.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import threading
 import time
@@ -30,55 +30,16 @@ from typing import Iterator
 
 import watchfiles
 
-from ..project.folder import Project, source_hash
+from ..project.folder import (  # noqa: F401 - imported_top_names: re-exported for the watcher's users
+    Project,
+    imported_top_names,
+    local_modules,
+    source_hash,
+    watched_files,
+)
 
 MISSING = "missing"
-
-
-def imported_top_names(source: str) -> set[str]:
-    """Top-level module names a source file imports (`import a.b` -> "a"; `from .c import d` -> "c", "d")."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set()
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level and not node.module:  # from . import x, y
-                names.update(alias.name for alias in node.names)
-            elif node.module:
-                names.add(node.module.split(".")[0])
-    return names
-
-
-def local_modules(project: Project) -> tuple[list[Path], list[Path]]:
-    """The project's own modules the kernel imports, transitively: (module files, package folders)."""
-    files: list[Path] = []
-    packages: list[Path] = []
-    seen: set[Path] = {project.kernel_path}
-    pending = [project.kernel_path]
-    while pending:
-        try:
-            source = pending.pop().read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        for name in sorted(imported_top_names(source)):
-            module = project.root / f"{name}.py"
-            package = project.root / name
-            if module.is_file() and module not in seen:
-                seen.add(module)
-                files.append(module)
-                pending.append(module)
-            elif (package / "__init__.py").is_file() and package not in seen:
-                seen.add(package)
-                packages.append(package)
-                for inner in sorted(package.rglob("*.py")):
-                    if inner not in seen:
-                        seen.add(inner)
-                        pending.append(inner)
-    return files, packages
+ROOT_CHECK_MS = 250  # how often the watcher checks that the project folder is still the one it watches
 
 
 @dataclass(frozen=True)
@@ -104,10 +65,7 @@ class Snapshot:
 
 
 def take_snapshot(project: Project) -> Snapshot:
-    files, packages = local_modules(project)
-    paths = [project.kernel_path, project.config_path, *files]
-    for package in packages:
-        paths += sorted(package.rglob("*.py"))
+    paths = watched_files(project)
     hashes: dict[str, str] = {}
     kernel_source = None
     for path in paths:
@@ -192,23 +150,56 @@ class ProjectWatcher:
         """Block, yielding notices, until `stop` is set. The watched set follows the kernel's imports.
 
         The project folder is watched without recursion (its .workbench/ churns on every run)
-        unless the kernel imports a local package, which must then be watched too.
+        unless the kernel imports a local package, which must then be watched too. A folder removed is
+        waited for, and a folder made again (rm -rf and cp -r back, a checkout that replaces it) is a new
+        folder to watch: the folder's identity is checked every ROOT_CHECK_MS, and the watch starts over
+        on the one there now, with what it holds compared against the last accepted save.
         """
+        first = True
         while not stop.is_set():
+            if not self._wait_for_root(stop):
+                return
+            root = self._root_id()
+            if not first:
+                yield from self.check()  # what the folder holds now: saved, gone or back while it was not watched
+            first = False
             modules = local_modules(self.project)
             restart = False
-            for _batch in watchfiles.watch(self.project.root, watch_filter=self._filter(modules),
-                                           recursive=bool(modules[1]), debounce=self.debounce_ms,
-                                           step=self.step_ms, stop_event=stop, rust_timeout=500,
-                                           raise_interrupt=False, force_polling=self.force_polling):
-                for notice in self.check():
-                    yield notice
-                    if isinstance(notice, Save) and local_modules(self.project) != modules:
-                        restart = True  # the kernel imports other modules now: watch those instead
-                if restart:
-                    break
-            if restart:
-                yield from self.check()  # anything saved while the watcher was being rebuilt
+            try:
+                for batch in watchfiles.watch(self.project.root, watch_filter=self._filter(modules),
+                                              recursive=bool(modules[1]), debounce=self.debounce_ms,
+                                              step=self.step_ms, stop_event=stop, rust_timeout=ROOT_CHECK_MS,
+                                              yield_on_timeout=True, raise_interrupt=False,
+                                              force_polling=self.force_polling):
+                    if self._root_id() != root:
+                        break  # the folder was removed, or replaced by another: watch what is there now
+                    if not batch:
+                        continue
+                    for notice in self.check():
+                        yield notice
+                        if isinstance(notice, Save) and local_modules(self.project) != modules:
+                            restart = True  # the kernel imports other modules now: watch those instead
+                    if restart:
+                        break
+            except (FileNotFoundError, OSError, RuntimeError):
+                pass  # the folder went while the watch was being set up or read: the next round waits for it
+            if self._root_id() is None and not stop.is_set():
+                yield from self.check()  # the folder is gone, the kernel with it: said before waiting for it
+
+    def _root_id(self) -> tuple[int, int] | None:
+        """The project folder's identity (device, inode), None while it does not exist."""
+        try:
+            info = self.project.root.stat()
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino)
+
+    def _wait_for_root(self, stop: threading.Event) -> bool:
+        """Until the project folder exists (False: stopped first)."""
+        while self._root_id() is None:
+            if stop.wait(ROOT_CHECK_MS / 1000):
+                return False
+        return True
 
     def _filter(self, modules: tuple[list[Path], list[Path]]):
         files, packages = modules

@@ -7,8 +7,8 @@ overrides what it names:
     fp32_precision = "tf32"      # "ieee" (default) or "tf32": widens fp32 tolerances
     deterministic = false        # true: a second run that differs bit for bit fails
     inplace = false              # true: the kernel may modify its inputs
-    timeout_s = 60               # per case on a GPU; the interpreter gets interpret_timeout_s
-    interpret_timeout_s = 300
+    timeout_s = 60               # seconds a GPU worker may stay silent (a case hung): see "Time-outs"
+    interpret_timeout_s = 300    # the same under the Triton interpreter, which ignores timeout_s
     interpret_max_elements = 4194304   # larger cases are skipped in the interpreter
     require_triton = true        # false: a kernel_fn that launches no Triton kernel may pass
     generated_cases = true       # false: no edge-shape cases derived from CASES
@@ -20,6 +20,7 @@ overrides what it names:
     cuda_graph = "check"         # on a GPU: kernel_fn captured into a CUDA graph and replayed (as above)
 
     [bench]
+    timeout_s = 600              # a run that benchmarks: see "Time-outs"
     warmup_ms = 200              # GPU time spent calling before each timed series
     rep_ms = 1000                # GPU time per timed series (min_samples .. max_samples samples)
     cuda_graph_below_us = 20     # shorter calls are timed by CUDA-graph replay
@@ -32,10 +33,27 @@ overrides what it names:
     rtol = 2e-2
     atol = 2e-2
     rel_norm = 1e-2
+
+Numbers must be finite and not negative (nan, inf and -1 are refused, naming the key); true and
+false are not numbers.
+
+Time-outs. A limit is on how long a worker may go without reporting anything (a case's result, a
+stage), so it bounds each case; the worker is killed, the case fails as hung, and the remaining
+cases resume in a fresh worker. Which one applies is decided by the worker's mode:
+  - under the Triton interpreter (no GPU, or --interpret): verify.interpret_timeout_s, for every
+    stage; verify.timeout_s is not used there, even when set;
+  - on a GPU, verifying only (`workbench verify`, `pytest --workbench`): verify.timeout_s;
+  - on a GPU, a run that also benchmarks (`workbench bench`, the live loop): the larger of
+    verify.timeout_s and bench.timeout_s, for the whole run (its verification included).
+`--timeout S` on the command line (S > 0) replaces verify.timeout_s and verify.interpret_timeout_s
+(not bench.timeout_s). 0 means no limit: `interpret_timeout_s = 0` under the interpreter,
+`timeout_s = 0` on a GPU (with a benchmark, bench.timeout_s = 0 as well). A limit is at most
+MAX_TIMEOUT_S (one million seconds).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -52,6 +70,10 @@ LIVE_WARMUP_MS = 25.0
 # found beside the verdict; "require" makes a failure fail the verdict; "off" does not run it.
 COMPAT_MODES = ("check", "require", "off")
 COMPAT_KEYS = ("torch_compile", "cuda_graph")  # the live loop's warm-up before each series (clocks are up from verification)
+# The time-outs (seconds; 0 = no limit), by section. Above MAX_TIMEOUT_S a limit is refused: it means no
+# limit in practice, and a wait that long overflows the threading module's (threading.TIMEOUT_MAX).
+TIMEOUT_KEYS = {"verify": ("timeout_s", "interpret_timeout_s"), "bench": ("timeout_s",)}
+MAX_TIMEOUT_S = 1_000_000.0
 
 
 class ConfigError(Exception):
@@ -186,12 +208,45 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
         expected = type(getattr(template, key))
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, expected):
+        if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
             raise ConfigError(path, f"{name}.{key}", f"expected {expected.__name__}, got {type(value).__name__} {value!r}")
-        if expected in (int, float) and value < 0:
-            raise ConfigError(path, f"{name}.{key}", f"must not be negative, got {value!r}")
+        if expected in (int, float):
+            _check_number(value, key, name, path)
         kwargs[key] = value
     return replace(template, **kwargs)
+
+
+def _check_number(value: float, key: str, section: str, path: Path | str) -> None:
+    """Finite, not negative, and a time-out no longer than MAX_TIMEOUT_S (0 is no limit)."""
+    where = f"{section}.{key}"
+    timeout = key in TIMEOUT_KEYS.get(section, ())
+    if not math.isfinite(value):
+        hint = " (0 means no limit)" if timeout else ""
+        raise ConfigError(path, where, f"must be a finite number, got {value!r}{hint}")
+    if value < 0:
+        hint = " (0 means no limit)" if timeout else ""
+        raise ConfigError(path, where, f"must not be negative, got {value!r}{hint}")
+    if timeout and value > MAX_TIMEOUT_S:
+        raise ConfigError(path, where, f"must be at most {MAX_TIMEOUT_S:.0f} seconds, got {value!r} "
+                                       "(0 means no limit)")
+
+
+def timeout_argument(text: str) -> float:
+    """--timeout S: a number of seconds, finite and above 0 (at most MAX_TIMEOUT_S). Raises ValueError with
+    the reason. 0 is refused on the command line: the run takes a --timeout of 0 as not given
+    (core/run/session.py), so no limit is `timeout_s = 0` / `interpret_timeout_s = 0` in workbench.toml."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got {text!r}") from None
+    no_limit = "for no limit: timeout_s = 0 and interpret_timeout_s = 0 in workbench.toml"
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number of seconds, got {text!r} ({no_limit})")
+    if value <= 0:
+        raise ValueError(f"expected a number of seconds above 0, got {text!r} ({no_limit})")
+    if value > MAX_TIMEOUT_S:
+        raise ValueError(f"expected at most {MAX_TIMEOUT_S:.0f} seconds, got {text!r} ({no_limit})")
+    return value
 
 
 def _compat_mode(value: Any, key: str, path: Path | str) -> str:

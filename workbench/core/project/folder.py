@@ -6,6 +6,7 @@ run), the run history, the last verdict. It is git-ignored by the scaffold.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import itertools
 import os
@@ -36,9 +37,13 @@ class Project:
     def open(cls, path: str | Path) -> "Project":
         """A project from a folder holding kernel.py, or from a kernel file itself."""
         path = Path(path).expanduser()
-        if not path.exists():
-            raise ProjectError(f"{path}: no such file or folder")
-        path = path.resolve()
+        try:
+            if not path.exists():
+                raise ProjectError(f"{path}: no such file or folder")
+            path = path.resolve()
+        except OSError as exc:  # a name over 255 bytes, a path the OS refuses
+            shown = str(path) if len(str(path)) <= 80 else str(path)[:77] + "..."
+            raise ProjectError(f"{shown}: not a usable path ({exc.strerror or exc})") from None
         if path.is_dir():
             kernel = path / KERNEL_FILE
             if not kernel.is_file():
@@ -130,3 +135,59 @@ def find_projects(root: Path) -> list[Project]:
         if child.is_dir() and (child / KERNEL_FILE).is_file():
             found.append(Project(root=child.resolve(), kernel_path=(child / KERNEL_FILE).resolve()))
     return found
+
+
+def imported_top_names(source: str) -> set[str]:
+    """Top-level module names a source file imports (`import a.b` -> "a"; `from .c import d` -> "c", "d")."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level and not node.module:  # from . import x, y
+                names.update(alias.name for alias in node.names)
+            elif node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def local_modules(project: Project) -> tuple[list[Path], list[Path]]:
+    """The project's own modules the kernel imports, transitively: (module files, package folders)."""
+    files: list[Path] = []
+    packages: list[Path] = []
+    seen: set[Path] = {project.kernel_path}
+    pending = [project.kernel_path]
+    while pending:
+        try:
+            source = pending.pop().read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in sorted(imported_top_names(source)):
+            module = project.root / f"{name}.py"
+            package = project.root / name
+            if module.is_file() and module not in seen:
+                seen.add(module)
+                files.append(module)
+                pending.append(module)
+            elif (package / "__init__.py").is_file() and package not in seen:
+                seen.add(package)
+                packages.append(package)
+                for inner in sorted(package.rglob("*.py")):
+                    if inner not in seen:
+                        seen.add(inner)
+                        pending.append(inner)
+    return files, packages
+
+
+def watched_files(project: Project) -> list[Path]:
+    """The files a run's verdict depends on, as the watcher watches them: kernel.py, workbench.toml and the
+    project's own modules kernel.py imports (transitively, packages included)."""
+    files, packages = local_modules(project)
+    paths = [project.kernel_path, project.config_path, *files]
+    for package in packages:
+        paths += sorted(package.rglob("*.py"))
+    return paths

@@ -12,6 +12,7 @@ corrupts the history; a stray temp file is ignored by readers.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import time
@@ -37,6 +38,12 @@ class RunRecord:
         return Verdict.of_record(self.data).status if "counts" in self.data else self.data.get("verdict", "?")
 
     @property
+    def counts_text(self) -> str:
+        """The record's cases by verdict, as every report says them ("18 passed, 0 failed (90 forced-config
+        runs, 90 passed)"); records written before the case was the unit counted each config's run."""
+        return Verdict.of_record(self.data).describe_counts()
+
+    @property
     def source_hash(self) -> str:
         return self.data.get("source_hash", "")
 
@@ -59,15 +66,23 @@ def new_run_id(now: float | None = None) -> str:
     return f"{stamp}-{int((now % 1) * 1e6):06d}-{os.getpid() % 100000:05d}"
 
 
-def append_record(project: Project, data: dict[str, Any], source: str) -> RunRecord:
-    """Store the source (once per content) and a new record; returns the record."""
+def append_record(project: Project, data: dict[str, Any], source: str,
+                  files: dict[str, str] | None = None) -> RunRecord:
+    """Store the sources (once per content) and a new record; returns the record. `files`: the text of every
+    file the run depended on (folder.watched_files: kernel.py, workbench.toml, the local modules kernel.py
+    imports) by its path in the project; the record names each by its hash (record["files"])."""
     project.ensure_state_dir()
     source_hash = data["source_hash"]
-    source_path = sources_dir(project) / f"{source_hash}.py"
-    if not source_path.exists():
-        atomic_write_text(source_path, source)
+    _store_source(project, source_hash, source)
+    names = {}
+    for name, text in (files or {}).items():
+        digest = data["source_hash"] if Path(name) == Path(project.kernel_path.name) else \
+            hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+        _store_source(project, digest, text)
+        names[name] = digest
     run_id = data.get("id") or new_run_id()
-    record = {"version": RECORD_VERSION, "id": run_id, "created": time.time(), **data}
+    record = {"version": RECORD_VERSION, "id": run_id, "created": time.time(), **data,
+              **({"files": names} if names else {})}
     atomic_write_text(history_dir(project) / f"{run_id}.json", json.dumps(record, indent=1, allow_nan=False,
                                                                            default=str))
     return RunRecord(id=run_id, data=record)
@@ -81,23 +96,30 @@ def _record_paths(project: Project) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if not p.name.startswith("."))
 
 
-def _read(path: Path) -> RunRecord | None:
+def _read(path: Path, unreadable: list[str] | None = None) -> RunRecord | None:
+    """The record in `path`; None when it cannot be read, said in `unreadable` (where, and why)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not a record")
+    except (OSError, ValueError) as exc:
+        if unreadable is not None:
+            why = "truncated or not JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            unreadable.append(f"{path}: unreadable run record ({why}), skipped; the other records are kept")
         return None
     return RunRecord(id=data.get("id", path.stem), data=data)
 
 
-def read_records(project: Project) -> list[RunRecord]:
-    """Every readable record, oldest first. Unreadable files are skipped, never fatal."""
-    return [r for r in map(_read, _record_paths(project)) if r is not None]
+def read_records(project: Project, unreadable: list[str] | None = None) -> list[RunRecord]:
+    """Every readable record, oldest first. An unreadable file is skipped, never fatal; `unreadable` (when
+    given) gets one line per skipped file, saying where and why, for the caller to show."""
+    return [r for r in (_read(path, unreadable) for path in _record_paths(project)) if r is not None]
 
 
-def last_record(project: Project) -> RunRecord | None:
-    """The newest readable record, reading no more files than it takes."""
+def last_record(project: Project, unreadable: list[str] | None = None) -> RunRecord | None:
+    """The newest readable record, reading no more files than it takes (newer unreadable ones said)."""
     for path in reversed(_record_paths(project)):
-        record = _read(path)
+        record = _read(path, unreadable)
         if record is not None:
             return record
     return None
@@ -117,6 +139,12 @@ def find_record(records: list[RunRecord], ref: str) -> RunRecord:
     raise KeyError(f"{ref!r} names {len(matches)} runs; give more of the id")
 
 
+def _store_source(project: Project, digest: str, text: str) -> None:
+    path = sources_dir(project) / f"{digest}.py"
+    if not path.exists():
+        atomic_write_text(path, text)
+
+
 def read_source(project: Project, source_hash: str) -> str | None:
     path = sources_dir(project) / f"{source_hash}.py"
     try:
@@ -131,6 +159,74 @@ def text_diff(older: str, newer: str, older_label: str, newer_label: str, contex
                                      lineterm=""))
 
 
+def record_files(project: Project, record: RunRecord) -> dict[str, str]:
+    """The files a record's run depended on, by path, to their hashes (a record written before every watched
+    file was recorded names kernel.py alone)."""
+    return dict(record.data.get("files") or {project.kernel_path.name: record.source_hash})
+
+
+def changed_since(project: Project, record: RunRecord) -> list[str]:
+    """The files a record's run depended on that differ on disk now (or are gone), by path."""
+    changed = []
+    for name, digest in record_files(project, record).items():
+        path = project.root / name
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            changed.append(name)
+            continue
+        now = project.source_hash() if path == project.kernel_path else \
+            hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+        if now != digest:
+            changed.append(name)
+    return changed
+
+
 def source_diff(project: Project, older: RunRecord, newer: RunRecord, context: int = 3) -> list[str]:
-    return text_diff(read_source(project, older.source_hash) or "", read_source(project, newer.source_hash) or "",
-                     f"kernel.py@{older.id}", f"kernel.py@{newer.id}", context)
+    """The diff of every file the two runs depended on (kernel.py, workbench.toml, the local modules it
+    imports), file by file; [] when all are the same."""
+    before, after = record_files(project, older), record_files(project, newer)
+    lines: list[str] = []
+    for name in sorted(set(before) | set(after), key=lambda n: (n != project.kernel_path.name, n)):
+        if before.get(name) == after.get(name):
+            continue
+        old = read_source(project, before[name]) or "" if name in before else ""
+        new = read_source(project, after[name]) or "" if name in after else ""
+        lines += text_diff(old, new, f"{name}@{older.id}", f"{name}@{newer.id}", context)
+    return lines
+
+
+class RecorderLock:
+    """One recorder per project: two `workbench watch` on one project recorded every run twice. The live
+    loop that holds this lock (an advisory lock on .workbench/recorder.lock, released when its process ends,
+    however it ends) records; another one runs without recording and says so (`holder`: the pid that records).
+    Headless runs are each their own run and record regardless."""
+
+    def __init__(self, project: Project):
+        self.path = project.state_dir / "recorder.lock"
+        self.holder = ""
+        self._file: Any = None
+
+    def acquire(self) -> bool:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the loop's life
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            self.holder = handle.read().strip() or "another process"
+            handle.close()
+            return False
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._file = handle
+        return True
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the file releases the lock
+            self._file = None

@@ -15,6 +15,9 @@ Plugins add scaffolds through the `workbench_register_scaffolds` hook.
 
 from __future__ import annotations
 
+import ast
+import builtins
+import contextlib
 import keyword
 import os
 import re
@@ -30,6 +33,10 @@ else:  # pragma: no cover
 
 FAMILIES = ("elementwise", "row", "gemm", "attention")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A project's name becomes its launcher's (`def <name>(...)` in kernel.py, which imports torch and
+# triton), and its folder's: a name that is a module kernel.py may import, or a builtin it calls,
+# would be shadowed by that launcher. Refused: these, the standard library's modules, the builtins.
+SHADOWED_MODULES = frozenset({"torch", "triton", "numpy", "np", "tl"})
 PROJECT_GITIGNORE = ".workbench/\n__pycache__/\n"
 DEFAULT_PROJECT_TOML = """\
 # Kernel Workbench project settings. Every key is optional; the defaults are shown.
@@ -127,57 +134,132 @@ class Catalog:
             if template in self.by_name and template not in FAMILIES:
                 return self.by_name[template]
             if template not in FAMILIES:
-                raise ScaffoldError(f"unknown template {template!r}; templates: {', '.join(FAMILIES)}")
+                raise ScaffoldError(f"unknown template {_shown(template)}; templates: {', '.join(FAMILIES)}")
             known = self.by_name.get(name.lower())
             return known if known is not None and known.family == template else self.template(template)
         known = self.by_name.get(name.lower())
         if known is None:
             raise ScaffoldError(
-                f"no scaffold is known for {name!r}: pass --template with one of {', '.join(FAMILIES)}\n"
+                f"no scaffold is known for {_shown(name)}: pass --template with one of {', '.join(FAMILIES)}\n"
                 f"known names: {', '.join(self.known_names())}")
         return known
 
 
+def _shown(name: str) -> str:
+    """The name as a message shows it: a long one cut short, with its length."""
+    return repr(name) if len(name) <= 64 else f"{name[:32]!r}... ({len(name)} characters)"
+
+
 def validate_name(name: str) -> None:
     if not name or "/" in name or "\\" in name or name in (".", "..") or ".." in name:
-        raise ScaffoldError(f"invalid project name {name!r}: no path separators or '..'")
+        raise ScaffoldError(f"invalid project name {_shown(name)}: no path separators or '..'")
     if not NAME_PATTERN.match(name):
-        raise ScaffoldError(f"invalid project name {name!r}: use letters, digits and '_', starting with a letter "
-                            "or '_' (at most 64 characters)")
+        raise ScaffoldError(f"invalid project name {_shown(name)}: use letters, digits and '_', starting with a "
+                            "letter or '_' (at most 64 characters)")
     if keyword.iskeyword(name):
         raise ScaffoldError(f"invalid project name {name!r}: it is a Python keyword")
+    if name.startswith("__") and name.endswith("__"):
+        raise ScaffoldError(f"invalid project name {name!r}: names in __double_underscores__ are Python's")
+    if name in SHADOWED_MODULES or name in sys.stdlib_module_names:
+        what = ("a module of the standard library" if name in sys.stdlib_module_names
+                else "the name of a module kernel.py may import")
+        raise ScaffoldError(f"invalid project name {name!r}: it is {what}, which the project's launcher "
+                            f"`def {name}(...)` in kernel.py would shadow; pick another name")
+    if name in vars(builtins):
+        raise ScaffoldError(f"invalid project name {name!r}: it is a Python builtin, which the project's launcher "
+                            f"`def {name}(...)` in kernel.py would shadow; pick another name")
+
+
+def _module_names(source: str) -> list[str]:
+    """The names kernel.py binds at module level: its imports, functions, classes and assignments
+    (inside module-level `if`, `try`, `with` and `for` blocks too, never inside a function or class)."""
+    try:
+        statements = list(ast.parse(source).body)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    while statements:
+        node = statements.pop(0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += [a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With)):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [item.optional_vars for item in node.items if item.optional_vars] if isinstance(node, ast.With)
+                       else [node.target])
+            for target in targets:
+                names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                statements += [child for child in getattr(node, block, []) if isinstance(child, ast.AST)]
+        if isinstance(node, ast.ExceptHandler) and node.name:
+            names.append(node.name)
+    return names
 
 
 def render(scaffold: Scaffold, name: str) -> dict[str, str]:
     files = scaffold.files()
     if name != scaffold.rename:
         pattern = re.compile(rf"\b{re.escape(scaffold.rename)}(?=_|\b)")
+        # Renaming must not make two of kernel.py's names one (`get_inputs` as a row project's name would
+        # turn its launcher into a second get_inputs).
+        renamed: dict[str, str] = {}
+        for original in dict.fromkeys(_module_names(files["kernel.py"])):
+            new = pattern.sub(name, original)
+            if new in renamed and renamed[new] != original:
+                source = original if original != new else renamed[new]
+                raise ScaffoldError(f"invalid project name {name!r}: the {scaffold.name} scaffold's kernel.py "
+                                    f"already has `{new}`, which renaming its `{source}` to `{new}` would "
+                                    "shadow; pick another name")
+            renamed[new] = original
         files["kernel.py"] = pattern.sub(name, files["kernel.py"])
     return files
 
 
 def create_project(name: str, parent: Path, scaffold: Scaffold) -> Path:
-    """Write a new project folder `parent/name`; refuse if it exists. All or nothing."""
+    """Write a new project folder `parent/name`; refuse if it exists. All or nothing: on any refusal or
+    error (a file where the folder should be, a folder that cannot be written, a name too long for the
+    file system) nothing is left behind, not even the folders made for it."""
     validate_name(name)
+    files = render(scaffold, name)
     parent = parent.expanduser()
     target = parent / name
-    if target.exists() or target.is_symlink():
-        raise ScaffoldError(f"{target} already exists; nothing was written (pick another name or remove it)")
-    files = render(scaffold, name)
-    parent.mkdir(parents=True, exist_ok=True)
-    # Build the project in a temporary folder beside it, then rename into place:
-    # an interrupted `new` leaves no half-written project.
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
     try:
+        if target.exists() or target.is_symlink():
+            raise ScaffoldError(f"{target} already exists; nothing was written (pick another name or remove it)")
+        if parent.exists() and not parent.is_dir():
+            raise ScaffoldError(f"cannot create {target}: {parent} is a file, not a folder; nothing was written")
+    except OSError as exc:
+        raise ScaffoldError(f"cannot create {target}: {exc.strerror or exc}; nothing was written") from None
+    made: list[Path] = []  # the folders this call creates, outermost first (removed again on failure)
+    staging: Path | None = None
+    done = False
+    try:
+        missing = parent
+        while not missing.exists():
+            made.insert(0, missing)
+            if missing.parent == missing:
+                break
+            missing = missing.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        # Build the project in a temporary folder beside it, then rename into place:
+        # an interrupted `new` leaves no half-written project.
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
         for filename, text in files.items():
             (staging / filename).write_text(text, encoding="utf-8")
-        try:
-            os.rename(staging, target)  # fails rather than replaces if target appeared meanwhile (non-empty)
-        except OSError as exc:
-            raise ScaffoldError(f"{target} could not be created: {exc}; nothing was written") from None
+        os.rename(staging, target)  # fails rather than replaces if target appeared meanwhile (non-empty)
+        done = True
+    except OSError as exc:
+        raise ScaffoldError(f"cannot create {target}: {exc.strerror or exc}; nothing was written") from None
     finally:
-        if staging.exists():
-            for child in staging.iterdir():
-                child.unlink()
-            staging.rmdir()
+        with contextlib.suppress(OSError):
+            if staging is not None and staging.exists():
+                for child in staging.iterdir():
+                    child.unlink()
+                staging.rmdir()
+        if not done:
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only if empty: never anything this call did not make
     return target

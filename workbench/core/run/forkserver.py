@@ -36,7 +36,12 @@ import threading
 import time
 from typing import Any
 
-from .protocol import TEMPLATE_MODULE, WORKER_MODULE
+from .protocol import (
+    TEMPLATE_MODULE,
+    WORKER_MODULE,
+    dies_with_this_process,
+    parent_death_fd,
+)
 
 READY_TIMEOUT_S = 180.0
 
@@ -121,8 +126,10 @@ class ForkServer:
     def __init__(self, env: dict[str, str], python: str = sys.executable):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock, self._python = parent, python
+        # The template and every child it forks hold the parent-death pipe's read end (run/protocol.py).
         self.proc = subprocess.Popen([python, "-m", TEMPLATE_MODULE, str(child.fileno())],
-                                     pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL,
+                                     pass_fds=(child.fileno(), parent_death_fd()), env=dies_with_this_process(env),
+                                     stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         child.close()
         self._ready = threading.Event()
@@ -207,8 +214,8 @@ class ForkServer:
 
     def _start_from_scratch(self, child: ForkedProcess, env: dict[str, str], child_ends: list[int]) -> None:
         child._fallback(subprocess.Popen([self._python, "-m", WORKER_MODULE], stdin=child_ends[0],
-                                         stdout=child_ends[1], stderr=child_ends[2], env=env,
-                                         start_new_session=True))
+                                         stdout=child_ends[1], stderr=child_ends[2], env=dies_with_this_process(env),
+                                         pass_fds=(parent_death_fd(),), start_new_session=True))
 
     def _read(self) -> None:
         try:

@@ -10,12 +10,18 @@ share nothing but what this module names (docs/ARCHITECTURE.md, "The process bou
 - the events: JSON lines on its stdout (core/events.py); its prints on stderr;
 - how it ends: a StageChanged(stage=JOB_DONE) with the exit status in `current`, then the exit: 0, or
   EXIT_POISONED after a CUDA error left its context unusable (the parent resumes the cases left in a fresh
-  worker); a shard past its verification cases says PRECOMPILING.
+  worker); a shard past its verification cases says PRECOMPILING. A child ending before its job is done
+  crashed, whatever its status (os._exit(0) in kernel.py is a crash too);
+- how it dies with the parent: the child holds the read end of a pipe whose write end only the parent
+  holds (PARENT_FD_ENV names it); when the parent is gone, however it went (SIGKILL, a CI job's time-out,
+  a crash), the read sees the end of the pipe and the child ends its process group (`die_with_parent`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 WORKER_MODULE = "workbench.core.run.child.worker"
 TEMPLATE_MODULE = "workbench.core.run.child.template"
@@ -30,6 +36,7 @@ COMPILE_ROLE = "compile"  # ROLE_ENV of a compile process (child/compile_pool.py
 COMPILE_ORDER_ENV = "WORKBENCH_COMPILE_ORDER"  # a compile process's order, in its environment
 COMPILE_POOL_ENV = "WORKBENCH_COMPILE_POOL"  # "0": verification sharded over GPU workers instead
 COMPILE_PROCESSES_ENV = "WORKBENCH_COMPILE_PROCESSES"
+PARENT_FD_ENV = "WORKBENCH_PARENT_FD"  # the child's read end of the parent-death pipe
 
 
 def compile_pool_wanted() -> bool:
@@ -44,3 +51,47 @@ def compile_processes() -> int:
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
     return max(1, os.cpu_count() or 2)
+
+
+_death_pipe: tuple[int, int] | None = None
+_death_pipe_lock = threading.Lock()
+
+
+def parent_death_fd() -> int:
+    """The read end of this process's parent-death pipe (run/protocol.py): made once; the write end never
+    leaves this process (both ends are non-inheritable, and only the read end is passed to a child)."""
+    global _death_pipe
+    with _death_pipe_lock:
+        if _death_pipe is None:
+            _death_pipe = os.pipe()
+        return _death_pipe[0]
+
+
+def dies_with_this_process(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a child that must end when this process does (the child also needs the fd passed)."""
+    return {**env, PARENT_FD_ENV: str(parent_death_fd())}
+
+
+def die_with_parent() -> None:
+    """Child side: end this process's group (this process, and the judge it forked) the moment the parent
+    is gone. A thread blocks on the parent-death pipe (PARENT_FD_ENV); its end of file means no process
+    holds the write end any more. Nothing happens where the variable is not set (a worker started by hand,
+    by a Ray actor, or a test)."""
+    value = os.environ.get(PARENT_FD_ENV, "")
+    if not value.isdigit():
+        return
+    fd = int(value)
+    try:
+        os.fstat(fd)
+    except OSError:
+        return  # not passed to this process after all
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-death", daemon=True).start()

@@ -18,6 +18,7 @@ from .protocol import JOB_DONE
 from .workers import describe_exit
 
 VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
+WHILE = {"": "during start-up", "importing": "while importing kernel.py"}
 
 
 def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, cancelled: threading.Event,
@@ -32,6 +33,7 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
     current_label = ""
     stage = ""
     crash_reported: Problem | None = None
+    job_done = False  # the job's last event (JOB_DONE) came: an exit after it is the worker's end, not a crash
     last_words: list[str] = []  # the worker's last stderr lines: why it died, often
     deadline = time.monotonic() + limit if limit else None
     while True:
@@ -59,14 +61,18 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
                 return None
             if worker.lost:
                 return requeue(job, planned, done, stage, relay, worker)
-            if code == 0:
+            if code == 0 and job_done:
                 return None
             message = f"the worker {describe_exit(code)}"
+            if code == 0:  # os._exit(0) or sys.exit() in kernel.py (or a library it calls): a crash all the same
+                where = f"in case {current}" if current is not None else WHILE.get(stage, f"while {stage}")
+                message += (f" before its job was done, {where}: kernel.py or something it calls ended the process "
+                            "(os._exit, sys.exit?)")
             if crash_reported is not None:
                 message += f": {crash_reported.message}"
-            elif last_words:
-                message += f" (its last output: {last_words[-1][:200]})"
             else:
+                if last_words:
+                    message += f" (its last output: {last_words[-1][:200]})"
                 relay(Problem(kind="crash", message=message, case_index=current, file=job.kernel_path))
             return resume_after(job, planned, done, (current, current_label), stage, relay, message)
         event = payload
@@ -77,6 +83,7 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
         elif isinstance(event, StageChanged) and event.stage == JOB_DONE:
             # A clean end: the exit is not waited for. Under a launcher (a profiler, a sanitizer)
             # it is: the launcher writes its report once the worker has gone.
+            job_done = True
             if event.current == 0 and not waits_for_exit:
                 for line in worker.drain_log(timeout=0.02):  # its last prints, already sent
                     relay(line)

@@ -23,7 +23,7 @@ from ..events import (
     WorkerReady,
 )
 from ..project.config import ConfigError
-from ..project.folder import Project, source_hash
+from ..project.folder import Project, source_hash, watched_files
 from ..project.history import RunRecord, append_record
 from ..stage import Job
 from ..timing.stats import bench_rows, bench_summary
@@ -142,15 +142,27 @@ def worth_recording(outcome: RunOutcome) -> bool:
     return not (refused and not outcome.of_type(CaseResult))
 
 
+def read_watched_files(project: Project) -> dict[str, str]:
+    """The text of every file a run depends on (folder.watched_files), by its path in the project."""
+    files = {}
+    for path in watched_files(project):
+        try:
+            files[str(path.relative_to(project.root))] = path.read_text(encoding="utf-8", errors="replace")
+        except (OSError, ValueError):
+            continue
+    return files
+
+
 def run_project(project: Project, runner: RunnerLike, stages: list[str], on_event: OnEvent | None = None,
                 case_indices: list[int] | None = None, pins: dict[str, int] | None = None, *, live: bool = False,
                 timeout_s: float | None = None, reference_timings: dict[str, Any] | None = None,
-                options: dict[str, Any] | None = None) -> RunOutcome:
+                options: dict[str, Any] | None = None, record: bool = True) -> RunOutcome:
     """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run.
 
     `live`: the live loop's run (its shorter timing series; reference times of earlier runs,
     `reference_timings`, reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
-    `options`: a plugin's own switches for its stages (Job.options)."""
+    `options`: a plugin's own switches for its stages (Job.options); `record`: write the run to the history
+    (a live loop that is not the project's recorder does not: history.RecorderLock)."""
     started = time.monotonic()
     try:
         raw = project.kernel_path.read_bytes()
@@ -161,6 +173,7 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
     else:
         problem = None
     source = raw.decode("utf-8", errors="replace")
+    files = read_watched_files(project)  # recorded beside the verdict: a change to any of them is a change
     outcome = RunOutcome(project=project, source_hash=source_hash(raw), stages=list(stages))
 
     def collect(event: Event) -> None:
@@ -192,6 +205,6 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
     runner.run(job, collect, timeout_s=limit, interpret_timeout_s=verify.interpret_timeout_s)
-    if worth_recording(outcome):
-        outcome.record = append_record(project, outcome.to_record(), source)
+    if record and worth_recording(outcome):
+        outcome.record = append_record(project, outcome.to_record(), source, files)
     return outcome

@@ -10,6 +10,7 @@ stderr (run/protocol.py).
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import signal
@@ -25,7 +26,13 @@ from ..stage import Job
 from . import trace
 from .forkserver import ForkServer
 from .gpus import GpuSlot
-from .protocol import EXIT_POISONED, GPU_GATE, WORKER_MODULE
+from .protocol import (
+    EXIT_POISONED,
+    GPU_GATE,
+    WORKER_MODULE,
+    dies_with_this_process,
+    parent_death_fd,
+)
 
 STARTUP_TIMEOUT_S = 180.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
@@ -57,6 +64,46 @@ def forkserver_wanted(launcher: Sequence[str]) -> bool:
     return not launcher and hasattr(os, "fork") and os.environ.get("WORKBENCH_FORKSERVER", "1") != "0"
 
 
+class BoundedLog:
+    """What a worker prints, bounded on its way to the app and the reports: the first HEAD_LINES lines pass as
+    they come, then the last TAIL_LINES are kept and passed at the end, with a line that says how much was
+    dropped between; a line over LINE_CHARS characters is cut and says by how much. A kernel that prints
+    megabytes per call must not freeze the app (it did: 40 s for 10 MB a call)."""
+
+    HEAD_LINES, TAIL_LINES, LINE_CHARS = 300, 200, 2000
+
+    def __init__(self) -> None:
+        self._head_left = self.HEAD_LINES
+        self._tail: collections.deque[str] = collections.deque(maxlen=self.TAIL_LINES)
+        self._dropped_lines = self._dropped_chars = 0
+        self._lock = threading.Lock()
+
+    def admit(self, text: str) -> str | None:
+        """The line to pass on now, or None (held for the tail)."""
+        if len(text) > self.LINE_CHARS:
+            text = text[:self.LINE_CHARS] + f" ... ({len(text) - self.LINE_CHARS:,} more characters)"
+        with self._lock:
+            if self._head_left > 0:
+                self._head_left -= 1
+                return text
+            if len(self._tail) == self._tail.maxlen:
+                self._dropped_lines += 1
+                self._dropped_chars += len(self._tail[0])
+            self._tail.append(text)
+        return None
+
+    def flush(self) -> list[str]:
+        """The lines held: a note of what was dropped, then the tail."""
+        with self._lock:
+            lines = list(self._tail)
+            self._tail.clear()
+            if self._dropped_lines:
+                lines.insert(0, f"... {self._dropped_lines:,} lines ({self._dropped_chars:,} characters) of the worker's "
+                                f"output dropped here: the first {self.HEAD_LINES} and the last {self.TAIL_LINES} are kept")
+                self._dropped_lines = self._dropped_chars = 0
+            return lines
+
+
 class WorkerStartError(Exception):
     """A worker could not start (no torch/triton, a broken environment)."""
 
@@ -79,17 +126,19 @@ class WorkerProcess:
     def __init__(self, interpret: bool, env: dict[str, str] | None = None, python: str = sys.executable,
                  launcher: Sequence[str] = (), forkserver: ForkServer | None = None, gpu: GpuSlot | None = None):
         self.gpu = gpu
-        child_env = worker_env({**(env or {}), **(gpu.worker_env() if gpu else {})}, interpret)
+        child_env = dies_with_this_process(worker_env({**(env or {}), **(gpu.worker_env() if gpu else {})}, interpret))
         if forkserver is not None and not launcher:
             self.proc: Any = forkserver.spawn(child_env)
         else:
             self.proc = subprocess.Popen(
                 [*launcher, python, "-m", WORKER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=child_env, start_new_session=True, text=True, encoding="utf-8",
+                stderr=subprocess.PIPE, env=child_env, start_new_session=True, pass_fds=(parent_death_fd(),),
+                text=True, encoding="utf-8",
                 errors="replace", bufsize=1)
         self.queue: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.ready: WorkerReady | None = None
         self.started_up = threading.Event()  # its WorkerReady has come (or it ended): wait_ready returns at once
+        self._log = BoundedLog()
         self._log_thread = threading.Thread(target=self._read_log, daemon=True)
         threading.Thread(target=self._read_events, daemon=True).start()
         self._log_thread.start()
@@ -117,12 +166,16 @@ class WorkerProcess:
     def _read_log(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
-            self.queue.put(("event", LogLine(text=line.rstrip("\n"))))
+            text = self._log.admit(line.rstrip("\n"))
+            if text is not None:
+                self.queue.put(("event", LogLine(text=text)))
+        for text in self._log.flush():
+            self.queue.put(("event", LogLine(text=text)))
 
     def drain_log(self, timeout: float = 1.0) -> list[LogLine]:
-        """After the process ended: the stderr lines not yet taken from the queue."""
+        """After the process ended: the stderr lines not yet taken from the queue (with the tail of a flood)."""
         self._log_thread.join(timeout)
-        return log_lines_left(self.queue)
+        return log_lines_left(self.queue) + [LogLine(text=text) for text in self._log.flush()]
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT_S) -> WorkerReady:
         return wait_for_ready(self, timeout)
@@ -264,7 +317,8 @@ class LocalWorkers:
         if template is None:
             return []
         with trace.span("fork compile processes"):
-            return template.spawn_detached(worker_env({**self.env, **env}, self.interpret), count)
+            return template.spawn_detached(dies_with_this_process(worker_env({**self.env, **env}, self.interpret)),
+                                           count)
 
     def warm_compiler(self, target: list[Any]) -> None:
         """Compile once for `target` in the template, so the compile processes forked later start warm."""

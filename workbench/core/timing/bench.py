@@ -125,10 +125,12 @@ def bench_cases(km: KernelModule, indices: list[int] | None) -> tuple[list[Case]
 
 def bench_stage(context: JobContext) -> None:
     """Worker stage "bench" (see worker.STAGES)."""
+    if verification_failed(context):
+        return  # a kernel that fails verification is never timed (nor refused: the verdict says what matters)
     if context.interpret and "verify" in context.job.stages:  # the refusal is the benchmark's, not the verdict's
         context.emit(StageChanged(stage="benchmarking", detail="refused: the Triton interpreter is never timed"))
-    if refuse_interpreter(context) or verification_failed(context):
-        return  # a kernel that fails verification is never timed; the report says so
+    if refuse_interpreter(context):
+        return
     if context.compiles is not None:
         context.compiles.close(wait=True)  # the benchmark's kernels are built, the compile processes gone
     km: KernelModule = context.km

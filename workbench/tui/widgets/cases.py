@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -11,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...core.events import CaseResult
-from ...core.text import MISSING, fmt_err, fmt_value
+from ...core.text import MISSING, fmt_err, fmt_part, fmt_value
 from ..model import CaseRow, RunState
 from ..render import (
     MARK,
@@ -21,8 +22,17 @@ from ..render import (
     status_text,
 )
 
-COLUMNS = (("", 1), ("#", 2), ("inputs", 23), ("dtype", 8), ("verdict", 7), ("max abs", 7), ("max rel", 7),
-           ("bad", 9), ("configs", 7))
+# The table's columns, in order. The key columns always show (the inputs give way first, their parameters cut
+# with an ellipsis, never a number in another column); the others follow while they fit whole, else they are
+# left out (the selected case's detail has them all). Every column is as wide as its widest cell.
+KEY_COLUMNS = ("mark", "#", "inputs", "dtype", "verdict", "bad")
+OPTIONAL_COLUMNS = ("configs", "max abs", "max rel")  # configs only where some case has forced configs
+HEADERS = {"mark": "", "#": "#", "inputs": "inputs", "dtype": "dtype", "verdict": "verdict", "bad": "bad",
+           "configs": "configs", "max abs": "max abs", "max rel": "max rel"}
+GENERATED_MARKS = (" (generated)", " (gen)")  # the inputs of a generated case say so, shorter where space is short
+MIN_PARAMS = 6  # cells of a generated case's parameters kept before "(gen)" (with the ellipsis)
+INPUTS_SOFT_MIN = 24  # the inputs give way to the other columns down to this width, then those go
+SCROLLBAR = 1  # the vertical scrollbar's width (workbench.tcss), kept free so it never pushes a column off
 
 
 class CasesTable(DataTable):
@@ -31,28 +41,87 @@ class CasesTable(DataTable):
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = True
-        for label, width in COLUMNS:
-            self.add_column(label, width=width, key=label or "mark")
+        self._run: RunState | None = None
+        self._layout: tuple[tuple[str, int], ...] = ()
+        self._relayout(self.plan([]))
+
+    def on_resize(self) -> None:
+        self.show(self._run)
 
     def show(self, run: RunState | None) -> None:
+        self._run = run
         rows = run.ordered_rows() if run else []
+        layout = self.plan(rows)
         keys = [str(r.index) for r in rows]
+        selected = self.selected_key()
+        if layout != self._layout:
+            self._relayout(layout)  # a column's width changed: the table is built again
         if keys != [str(k.value) for k in self.rows]:
-            selected = self.selected_key()
             self.clear()
             for row in rows:
-                self.add_row(*cells(row), key=str(row.index))
+                self.add_row(*self.cells_of(row), key=str(row.index))
             if selected in keys:
                 self.move_cursor(row=keys.index(selected), animate=False)
             return
         for row in rows:
-            for (label, _), value in zip(COLUMNS, cells(row)):
-                self.update_cell(str(row.index), label or "mark", value)
+            for (column, _), value in zip(self._layout, self.cells_of(row)):
+                self.update_cell(str(row.index), column, value)
+
+    def _relayout(self, layout: tuple[tuple[str, int], ...]) -> None:
+        self.clear(columns=True)
+        self._layout = layout
+        for column, width in layout:
+            self.add_column(HEADERS[column], width=width, key=column)
+
+    def cells_of(self, row: CaseRow) -> list:
+        values = cells(row)
+        widths = dict(self._layout)
+        values["inputs"] = inputs_text(row, widths.get("inputs", 0))
+        return [values[column] for column, _ in self._layout]
+
+    def available_width(self) -> int:
+        """Cells the columns may take: the table's width less the vertical scrollbar's."""
+        width = self.scrollable_content_region.width
+        return width - SCROLLBAR if not self.show_vertical_scrollbar else width
+
+    def plan(self, rows: list[CaseRow]) -> tuple[tuple[str, int], ...]:
+        """(column, width) of each column shown: each as wide as its widest cell (or its header)."""
+        pad = 2 * self.cell_padding
+        contents = [cells(row) for row in rows]
+
+        def width(column: str) -> int:
+            return max([cell_len(HEADERS[column]), *(cell_len(c[column]) for c in contents)])
+
+        optional = [c for c in OPTIONAL_COLUMNS if c != "configs" or any(r.configs for r in rows)]
+        widths = {c: width(c) for c in (*KEY_COLUMNS, *optional) if c != "inputs"}
+        full = max([cell_len(HEADERS["inputs"]), *(len(inputs_label(r, GENERATED_MARKS[0])) for r in rows)])
+        short = max([cell_len(HEADERS["inputs"]), *(len(inputs_label(r, GENERATED_MARKS[-1])) for r in rows)])
+        available = self.available_width()
+        if available <= 0:  # not laid out yet: every column at its content's width
+            return tuple((c, full if c == "inputs" else widths[c]) for c in (*KEY_COLUMNS, *optional))
+        keys_width = sum(widths[c] + pad for c in KEY_COLUMNS if c != "inputs") + pad
+        for inputs in (full, short):  # the generated mark shortens before a column is left out
+            room = available - keys_width - inputs - sum(widths[c] + pad for c in optional)
+            if room >= 0:
+                break
+        else:  # the inputs give way down to INPUTS_SOFT_MIN; past that, the optional columns go instead
+            optional_width = sum(widths[c] + pad for c in optional)
+            inputs = max(available - keys_width - optional_width, min(short, INPUTS_SOFT_MIN))
+            inputs = max(min(inputs, available - keys_width), cell_len(HEADERS["inputs"]))
+        layout = [(c, inputs if c == "inputs" else widths[c]) for c in KEY_COLUMNS]
+        room = available - keys_width - inputs
+        for column in optional:
+            if widths[column] + pad > room:
+                break
+            layout.append((column, widths[column]))
+            room -= widths[column] + pad
+        return tuple(layout)
 
     def select_first_failure(self, run: RunState) -> None:
         """Put the cursor on the first case that failed, so the detail shows it without a key press."""
         keys = [str(k.value) for k in self.rows]
-        failing = next((str(r.index) for r in run.ordered_rows() if r.status in ("failed", "error")), None)
+        failing = next((str(r.index) for r in run.ordered_rows() if r.status in ("failed", "error", "gpu only")),
+                       None)
         if failing in keys:
             self.move_cursor(row=keys.index(failing), animate=False)
 
@@ -65,21 +134,70 @@ class CasesTable(DataTable):
             return None
 
 
-def cells(row: CaseRow) -> tuple:
+def cell_len(value) -> int:
+    return value.cell_len if isinstance(value, Text) else Text(str(value)).cell_len
+
+
+def inputs_label(row: CaseRow, mark: str) -> str:
+    return row.params + (mark if row.generated else "")
+
+
+def inputs_text(row: CaseRow, width: int) -> Text:
+    """The case's inputs in `width` cells: a generated case keeps its mark ("(generated)", else "(gen)") and
+    gives up its last parameters instead, marked with an ellipsis (shorten_params: no value is cut)."""
+    if not row.generated:
+        return Text(shorten_params(row.params, width) if width else row.params)
+    for mark in GENERATED_MARKS:
+        if not width or len(row.params) + len(mark) <= width:
+            return Text(row.params).append(mark, style="cyan")
+    mark = GENERATED_MARKS[-1]
+    return Text(shorten_params(row.params, max(width - len(mark), MIN_PARAMS))).append(mark, style="cyan")
+
+
+PARAM_START = re.compile(r" (?=[A-Za-z_]\w*=)")  # the space before each "name=" of "rows=3 shape=(3, 100, 7)"
+VALUE_CHARS = re.compile(r"[\w.+\-]+$")
+
+
+def shorten_params(params: str, width: int) -> str:
+    """`params` in `width` cells: the whole "name=value" parameters that fit, then " …"; a value is never cut
+    ("heads=16" is never "heads=1…": it goes whole, or it goes)."""
+    if len(params) <= width:
+        return params
+    kept = ""
+    for param in PARAM_START.split(params):
+        candidate = f"{kept} {param}" if kept else param
+        if len(candidate) + 2 > width:
+            break
+        kept = candidate
+    if kept:
+        return kept + " …"
+    # Not even one parameter fits: cut, and drop a value (or name) the cut ends in, whole or not ("heads=16…"
+    # would read as a longer number): "shape=(3, 100,…", "seq_len=…".
+    return VALUE_CHARS.sub("", params[:max(width - 1, 0)]).rstrip(" ") + "…"
+
+
+def bad_cell(result: CaseResult | None) -> str:
+    """Bad elements of all ("36628/37000", "412/1.05M"; "0" when none), never cut (render.fmt_part)."""
+    if result is None or not result.numel:
+        return MISSING
+    return fmt_part(result.bad_count, result.numel) if result.bad_count else "0"
+
+
+def cells(row: CaseRow) -> dict[str, RenderableType]:
     result = row.result
     status = row.status
-    mark = Text(MARK.get(status, "?"), style=f"bold {MARK_COLOR.get(status, '')}")
-    verdict = Text(status, style=MARK_COLOR.get(status, ""))
-    bad = MISSING
-    if result is not None and result.numel:
-        bad = f"{result.bad_count}/{result.numel}" if result.bad_count else "0"
     ok, total = row.configs_passed
-    configs = MISSING if not total else Text(f"{ok}/{total}", style="green3" if ok == total else "bold red1")
-    dtype = (result.dtype if result else "") or ""
-    label = row.label.replace(f" dtype={dtype}", "").replace(f"dtype={dtype}", "") if dtype else row.label
-    return (mark, str(row.index), label or row.label, dtype or MISSING, verdict,
-            fmt_err(result.max_abs_err if result else None), fmt_err(result.max_rel_err if result else None),
-            bad, configs)
+    return {
+        "mark": Text(MARK.get(status, "?"), style=f"bold {MARK_COLOR.get(status, '')}"),
+        "#": str(row.index),
+        "inputs": inputs_label(row, GENERATED_MARKS[0]),
+        "dtype": row.dtype or MISSING,
+        "verdict": Text(status, style=MARK_COLOR.get(status, "")),
+        "bad": bad_cell(result),
+        "configs": MISSING if not total else Text(fmt_part(ok, total), style="green3" if ok == total else "bold red1"),
+        "max abs": fmt_err(result.max_abs_err if result else None),
+        "max rel": fmt_err(result.max_rel_err if result else None),
+    }
 
 
 class CaseDetail(VerticalScroll):
@@ -116,7 +234,8 @@ def case_detail(row: CaseRow, run: RunState | None) -> RenderableType:
     failing = [c for c in row.configs if c.status in ("failed", "error")]
     if row.configs:
         parts.append(Text(""))
-        parts.append(Text(f"autotune configs: {row.configs_passed[0]} of {len(row.configs)} pass", style="bold"))
+        parts.append(Text(f"autotune configs: {fmt_part(row.configs_passed[0], len(row.configs), ' of ')} pass",
+                          style="bold"))
         for config in row.configs:
             line = Text("  ")
             line.append(f"{MARK.get(config.status, '?')} ", style=MARK_COLOR.get(config.status, ""))
@@ -147,7 +266,7 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
     stats = Table.grid(padding=(0, 2))
     stats.add_column(style="grey62", no_wrap=True)
     stats.add_column()
-    bad = f"{result.bad_count} of {result.numel}" if result.numel else MISSING
+    bad = fmt_part(result.bad_count, result.numel, " of ") if result.numel else MISSING
     if result.numel and result.bad_count:
         bad += f" ({result.bad_count / result.numel:.2%})"
     stats.add_row("bad elements", bad)

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Sparkline, Static
 
 from ...core.live.changes import Comparison
 from ...core.project.history import RunRecord
-from ...core.text import MISSING, fmt_ms
+from ...core.text import MISSING, fmt_ms, fmt_part
 from ..render import MARK, MARK_COLOR, diff_text, speed_text
 
 
@@ -96,5 +96,5 @@ class HistoryPanel(Vertical):
             verdict_name = record.verdict
             verdict = Text(f"{MARK.get(verdict_name, '?')} {verdict_name}", style=MARK_COLOR.get(verdict_name, ""))
             table.add_row(time.strftime("%H:%M:%S", time.localtime(record.created)), record.id[:15],
-                          record.source_hash[:8], verdict, f"{counts.get('passed', 0)}/{total}",
+                          record.source_hash[:8], verdict, fmt_part(int(counts.get("passed", 0)), int(total)),
                           fmt_ms(ms), change, key=record.id)

@@ -16,13 +16,37 @@ TRACEBACK_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
 class LogPanel(RichLog):
+    """A run's header is written with its first line (so a run overtaken before it said anything gets one header
+    that says so, `cancel_run`), then what it reports."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(max_lines=4000, wrap=True, markup=False, highlight=False, **kwargs)
+        self.pending: tuple[int, str] | None = None  # (run id, header) of the run begun, not yet written
+        self.headed: int | None = None  # the run whose header was written last
 
-    def begin_run(self, title: str) -> None:
-        self.write(Rule(title, style="grey35", align="left"))
+    def begin_run(self, title: str, run_id: int = 0) -> None:
+        self._flush()
+        self.pending = (run_id, title)
+
+    def cancel_run(self, run_id: int, why: str) -> None:
+        """The run `run_id` was cancelled (`why`: "overtaken by a save"): its header says so."""
+        if self.pending is not None and self.pending[0] == run_id:
+            title = self.pending[1]
+            self.pending = None
+            self.headed = run_id
+            self.write(Rule(f"{title} (cancelled: {why})", style="grey35", align="left"))
+        elif self.headed == run_id:
+            self.write(Text(f"run {run_id} cancelled: {why}", style="grey50"))  # its header went out with its output
+
+    def _flush(self) -> None:
+        if self.pending is not None:
+            run_id, title = self.pending
+            self.pending = None
+            self.headed = run_id
+            self.write(Rule(title, style="grey35", align="left"))
 
     def problem(self, problem: Problem, kernel_path: str) -> None:
+        self._flush()
         head = Text(f"■ {problem.kind}", style="bold red1")
         if problem.location:
             head.append(f"  {os.path.basename(problem.file)}:{problem.line}" if problem.line
@@ -36,9 +60,11 @@ class LogPanel(RichLog):
 
     def line(self, line: LogLine) -> None:
         if line.text.strip():
+            self._flush()
             self.write(Text(line.text, style="grey62" if line.stream == "stdout" else "grey50"))
 
     def note(self, text: str, style: str = "yellow") -> None:
+        self._flush()
         self.write(Text(text, style=style))
 
 

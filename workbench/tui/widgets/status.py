@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from ...core.text import fmt_ms
-from ..model import PHASE_LABELS, PHASES, LiveSession, RunState
+from ...core.text import fmt_count, fmt_ms
+from ..model import PHASE_LABELS, PHASES, STOPPED_BY, LiveSession, RunState
 from ..render import MARK, MARK_COLOR, spark
 
 
@@ -17,13 +18,30 @@ class StatusBar(Static):
     """Two dense lines: who and where; then what the run is doing and what it concluded."""
 
     def show(self, session: LiveSession) -> None:
-        grid = Table.grid(expand=True, padding=(0, 1))
-        grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-        grid.add_column(justify="right", no_wrap=True)
-        grid.add_row(identity_line(session), trend_line(session))
-        grid.add_row(pipeline_line(session.latest), verdict_line(session))
-        self.update(grid)
+        # A grid per line: a long verdict takes its room from the stage bar, never from the line above.
+        self.update(Group(line_grid(identity_line(session), trend_line(session)),
+                          line_grid(*fitted_progress(session, self.size.width))))
         self.set_class(session.stale, "-stale")
+
+
+def line_grid(left: Text, right: Text) -> Table:
+    grid = Table.grid(expand=True, padding=(0, 1))
+    grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_row(left, right)
+    return grid
+
+
+def fitted_progress(session: LiveSession, width: int) -> tuple[Text, Text]:
+    """The stage bar and the verdict, both whole in `width` cells where they can be: the verdict keeps its
+    words and gives up "after save" first; the stage bar then gives up the words of the stages it passed."""
+    if not width:
+        return pipeline_line(session.latest), verdict_line(session)
+    for level, brief in ((0, False), (0, True), (1, True), (2, True), (3, True)):
+        pipeline, verdict = pipeline_line(session.latest, level), verdict_line(session, brief=brief)
+        if pipeline.cell_len + verdict.cell_len + 2 <= width:
+            break
+    return pipeline, verdict
 
 
 def identity_line(session: LiveSession) -> Text:
@@ -67,28 +85,47 @@ def trend_line(session: LiveSession) -> Text:
     return text
 
 
-def pipeline_line(run: RunState | None) -> Text:
+SHORT_LABELS = {"cache": "cache", "compile": "compile", "verify": "verify", "bench": "bench", "done": "done"}
+
+
+def pipeline_line(run: RunState | None, level: int = 0) -> Text:
+    """The stages: level 0 says everything; 1 shorter words, no case label; 2 the first stages passed are their
+    mark alone; 3 every stage passed is."""
     text = Text(" ")
     if run is None:
         return Text(" waiting for the first run", style="grey50")
     phase = run.phase
     reached = PHASES.index(phase)
+    stopped = run.stopped
     for n, name in enumerate(PHASES):
         if name == "bench" and "bench" not in run.request.stages:
             continue
         if n:
             text.append(" ─ ", style="grey35")
-        label = PHASE_LABELS[name]
+        label = PHASE_LABELS[name] if level == 0 else SHORT_LABELS[name]
         if name == "verify" and run.stage is not None and run.stage.stage == "verifying" and run.stage.total:
             label = f"verify {run.stage.current}/{run.stage.total}"
-            if phase == "verify" and run.stage.detail:
+            if phase == "verify" and run.stage.detail and level == 0:
                 label += f" {run.stage.detail}"
         if name == "bench" and run.stage is not None and run.stage.stage == "benchmarking" and run.stage.total:
             label = f"bench {run.stage.current}/{run.stage.total}"
-        if name == "bench" and (run.bench_refused or (run.finished is not None and not run.bench)):
-            text.append(f"⊘ {'bench unavailable' if run.bench_refused else 'not benchmarked'}", style="grey50")
+        if stopped is not None:  # the stage it stopped at failed; those after it were never reached
+            at, where, problem = stopped
+            if name == at:
+                case = f" (case {problem.case_index})" if problem.case_index is not None else ""
+                style = f"bold {MARK_COLOR['gpu only' if run.verdict == 'gpu_only' else 'failed']}"
+                text.append(f"✘ {where}: {STOPPED_BY.get(problem.kind, problem.kind)}{case}", style=style)
+            elif name == "done":
+                text.append("■ stopped", style="bold red1" if run.verdict != "gpu_only" else "bold yellow3")
+            elif n > PHASES.index(at):
+                text.append(f"– {label}", style="grey42")
+            else:
+                text.append(passed_mark(name, label, level), style="green3")
+        elif name == "bench" and (run.bench_refused or (run.finished is not None and not run.bench)):
+            why = "bench unavailable" if run.bench_refused else "not benchmarked"
+            text.append(f"⊘ {why if level == 0 else 'bench'}", style="grey50")
         elif n < reached or phase == "done":
-            text.append(f"✔ {label}", style="green3")
+            text.append(passed_mark(name, label, level), style="green3")
         elif n == reached and run.finished is None:
             text.append(f"● {label}", style="bold yellow")
         else:
@@ -96,32 +133,64 @@ def pipeline_line(run: RunState | None) -> Text:
     return text
 
 
-def verdict_line(session: LiveSession) -> Text:
+def passed_mark(name: str, label: str, level: int) -> str:
+    mark_only = level >= 3 or (level == 2 and name in ("cache", "compile"))
+    return "✔" if mark_only else f"✔ {label}"
+
+
+def counts_text(run: RunState) -> str:
+    """The cases behind the verdict, from the run's Tally (core/verdict.py): " 23 cases", " 17 of 23 cases
+    (17 errors)", " 5 of 23 cases (3 wrong, 2 errors)". An error is a case that crashed or raised; a wrong one
+    ran and failed a check (the Tally's "failed")."""
+    verdict = run.tally.verdict()
+    total = max(len([r for r in run.rows.values() if r.status != "skipped"]),
+                verdict.passed + verdict.failed + verdict.errors)
+    if verdict.status == "passed":
+        return f" {fmt_count(verdict.passed)} case{'s' if verdict.passed != 1 else ''}"
+    if verdict.status != "failed":
+        return ""
+    bad = verdict.failed + verdict.errors
+    parts = []
+    if verdict.failed:
+        parts.append(f"{fmt_count(verdict.failed)} wrong")
+    if verdict.errors:
+        parts.append(f"{fmt_count(verdict.errors)} error{'s' if verdict.errors != 1 else ''}")
+    what = f" ({', '.join(parts)})" if parts else ""
+    return f" {fmt_count(bad)} of {fmt_count(total)} case{'s' if total != 1 else ''}{what}"
+
+
+def verdict_line(session: LiveSession, brief: bool = False) -> Text:
+    """STALE, the verdict and its counts (or the progress so far), and how long after the save it came
+    (`brief`: without "after save")."""
     run = session.current
     text = Text()
-    if session.missing:
-        text.append(f" {', '.join(session.missing)} is gone: waiting for it ", style="bold black on yellow")
-        text.append(" ")
-    elif session.stale:
+    if session.missing:  # no verdict beside it: the one on screen was of a file that is not there now
+        text.append(f" {', '.join(session.missing)} is gone: waiting for it; the verdict shown was of the file before ",
+                    style="bold black on yellow")
+        return text
+    if session.stale:
         text.append(" STALE ", style="bold black on yellow")
         text.append(" ")
     if run is None:
+        latest = session.latest
+        if latest is not None:  # nothing has reported yet: the first run is on its way
+            text.append(f" {MARK['running']} starting: no verdict yet ", style=f"bold {MARK_COLOR['running']}")
+            saved = latest.request.save.saved_at if latest.request.save else latest.request.requested_at
+            text.append(f"  {time.time() - saved:.1f} s ", style="grey50")
         return text
     verdict = run.verdict
     if verdict != "running":
-        rows = [r for r in run.rows.values() if r.status != "skipped"]
-        bad = sum(r.status in ("failed", "error") for r in rows)
-        counts = {"passed": f" {len(rows)} cases", "failed": f" {bad} of {len(rows)} cases"}.get(verdict, "")
         style = {"passed": "bold black on green3", "failed": "bold white on red3",
                  "error": "bold white on red3", "gpu_only": "bold black on yellow"}.get(verdict, "bold black on grey50")
-        text.append(f" {MARK.get(verdict, '')} {run.verdict_label}{counts} ", style=style)
+        text.append(f" {MARK.get(verdict, '')} {run.verdict_label}{counts_text(run)} ", style=style)
     else:
         judged, total, failing = run.so_far()
         if failing:  # a failure is the verdict already: say so the moment it lands
-            text.append(f" {MARK['failed']} FAILING {failing} of {judged} so far ({total} cases) ",
-                        style="bold white on red3")
+            text.append(f" {MARK['failed']} FAILING {fmt_count(failing)} of {fmt_count(judged)} so far "
+                        f"({fmt_count(total)} cases) ", style="bold white on red3")
         elif judged:
-            text.append(f" {MARK['running']} {judged} of {total} passed so far ", style=f"bold {MARK_COLOR['running']}")
+            text.append(f" {MARK['running']} {fmt_count(judged)} of {fmt_count(total)} passed so far ",
+                        style=f"bold {MARK_COLOR['running']}")
         else:
             text.append(f" {MARK['running']} running ", style=f"bold {MARK_COLOR['running']}")
     saved = run.request.save.saved_at if run.request.save else run.request.requested_at
@@ -129,7 +198,10 @@ def verdict_line(session: LiveSession) -> Text:
         text.append(f"  verdict {run.verdict_at - saved:.2f} s", style="grey70")
         if run.bench_at is not None:
             text.append(f" · bench {run.bench_at - saved:.2f} s", style="grey70")
-        text.append(f" after {'save' if run.request.save else run.request.reason} ", style="grey50")
+        if brief:
+            text.append(" ")
+        else:
+            text.append(f" after {'save' if run.request.save else run.request.reason} ", style="grey50")
     else:
         text.append(f"  {time.time() - saved:.1f} s ", style="grey50")
     return text

@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Sequence
 
-from ..protocol import WORKER_MODULE
+from ..protocol import WORKER_MODULE, die_with_parent
 
 # What every worker imports before its job: loaded once here, shared by every fork.
 PRELOAD = ("torch", "triton", "triton.language", "workbench.core.events", "workbench.core.stage",
@@ -167,6 +167,7 @@ def _become_worker(fds: Sequence[int], env: dict[str, str], template_interprets:
 
 
 def main() -> int:
+    die_with_parent()  # its forks start their own watch (threads do not survive a fork)
     fd = int(sys.argv[1])
     sock = socket.socket(fileno=fd)
     return serve(sock)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...stage import Job, JobContext, Phases
-from ..protocol import COMPILE_ROLE, EXIT_POISONED, JOB_DONE, ROLE_ENV
+from ..protocol import COMPILE_ROLE, EXIT_POISONED, JOB_DONE, ROLE_ENV, die_with_parent
 from . import compile_pool
 
 # Stages a job can ask for, by name -> "module:function". Functions take
@@ -79,6 +79,7 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
 
 
 def main() -> int:
+    die_with_parent()  # a worker, or a compile process, ends when the parent does, however it ends
     if os.environ.get(ROLE_ENV) == COMPILE_ROLE:
         return compile_pool.serve_compiles()  # a compile process of a run's pool: no CUDA, no judge, no events
     started = time.perf_counter()
