@@ -177,6 +177,25 @@ def test_bench_end_to_end(cli, make_project, cache_dir):
     assert any(c["case_index"] == 3 and c["status"] == "passed" for c in record["cases"])
 
 
+def test_torch_compiles_time_is_kept_across_runs_until_asked_again(cli, make_project, cache_dir):
+    project = make_project(kernels.GOOD, toml=QUICK.format(compile="true"))
+
+    def compiled_row(*extra):
+        code, out, err = cli("bench", project, "--json", "--no-plot", *extra)
+        assert code == 0, out
+        (row,) = json.loads(out)["projects"][0]["bench"]
+        assert row["compiled"] is not None, row["compiled_note"]
+        return row
+
+    first = compiled_row()
+    assert not first["compiled_reused"] and first["compiled_key"]
+    second = compiled_row()
+    assert second["compiled_reused"] and second["compiled"] == first["compiled"]
+    assert any("torch.compile: its time from a run at" in note for note in second["notes"])
+    third = compiled_row("--fresh-baselines")
+    assert not third["compiled_reused"] and third["compiled_key"] == first["compiled_key"]
+
+
 def test_bench_text_report_and_plot(cli, make_project, cache_dir):
     pytest.importorskip("matplotlib")
     project = make_project(kernels.GOOD, toml=QUICK.format(compile="false"))

@@ -79,7 +79,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         for r in rows:
             if r.config and r.status == "passed" and not verbose:
                 continue  # every forced config that passed is summarised below
-            table.append((str(r.case_index), r.label, r.dtype or MISSING, _short_config(r.config),
+            table.append((str(r.case_index), r.label, r.dtype or MISSING, _short_config(r.config, r.phase),
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
                           fmt_err(r.rel_norm_err), MISSING if r.launches is None else str(r.launches))
                          + ((r.gpu or MISSING,) if on_gpus else ()))
@@ -156,9 +156,9 @@ def source_excerpt(file: str, line: int, around: int = 1) -> list[str]:
     return [f"    {'>' if n == line else ' '}{n:5d} | {text}" for n, text in source_lines(file, line, around)]
 
 
-def _short_config(config: str) -> str:
+def _short_config(config: str, phase: str = "") -> str:
     if not config:
-        return "(tuned)"
+        return f"({phase or 'tuned'})"
     return config if len(config) <= 48 else config[:45] + "..."
 
 
@@ -166,6 +166,8 @@ def failure_details(r: CaseResult) -> list[str]:
     title = f"  {STATUS_MARK[r.status]} case {r.case_index} ({r.label})"
     if r.config:
         title += f" with {r.config}"
+    if r.phase:
+        title += f", {r.phase}"
     out = [title]
     out += [f"    - {m}" for m in r.messages]
     if r.worst is not None:
@@ -257,7 +259,8 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
                      **{f"warning.{i}": msg for i, msg in enumerate(own.warnings)},
                      **({"configs.run": str(len(configs)),
                          "configs.passed": str(sum(r.status == "passed" for r in configs))} if configs else {}),
-                     **{f"config.{r.config}" + (f" ({r.phase})" if r.phase else ""): r.status
+                     **{(f"config.{r.config}" + (f" ({r.phase})" if r.phase else "")) if r.config
+                        else f"phase.{r.phase}": r.status
                         for r in results if r.config or r.phase}}
             properties = ET.SubElement(case, "properties")
             for key, value in props.items():

@@ -39,6 +39,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, metavar="FILE",
                         help="save the sweep's plot here (default: <project>/.workbench/bench-<run id>.png)")
     parser.add_argument("--no-plot", action="store_true", help="save no plot")
+    parser.add_argument("--fresh-baselines", action="store_true",
+                        help="time torch.compile(reference_fn) again rather than reuse an earlier run's time (kept "
+                             "while reference_fn, get_inputs, the case, the GPU, torch and Triton are the same)")
 
 
 def _run(args: argparse.Namespace, context: Context) -> int:

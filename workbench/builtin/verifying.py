@@ -124,7 +124,8 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
                     progress(event)
                     context.pm.hook.workbench_observe_event(event=event, project=project)
 
-            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout)
+            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout,
+                                  fresh_baselines=getattr(args, "fresh_baselines", False))
             with lock:
                 finish(index, outcome)
 

@@ -22,6 +22,7 @@ from ..events import (
     RunStarted,
     WorkerReady,
 )
+from ..project.baselines import load_baselines, remember_baselines
 from ..project.config import ConfigError
 from ..project.folder import Project, source_hash, watched_files
 from ..project.history import RunRecord, append_record
@@ -156,13 +157,15 @@ def read_watched_files(project: Project) -> dict[str, str]:
 def run_project(project: Project, runner: RunnerLike, stages: list[str], on_event: OnEvent | None = None,
                 case_indices: list[int] | None = None, pins: dict[str, int] | None = None, *, live: bool = False,
                 timeout_s: float | None = None, reference_timings: dict[str, Any] | None = None,
-                options: dict[str, Any] | None = None, record: bool = True) -> RunOutcome:
+                options: dict[str, Any] | None = None, record: bool = True,
+                fresh_baselines: bool = False) -> RunOutcome:
     """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run.
 
     `live`: the live loop's run (its shorter timing series; reference times of earlier runs,
     `reference_timings`, reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
     `options`: a plugin's own switches for its stages (Job.options); `record`: write the run to the history
-    (a live loop that is not the project's recorder does not: history.RecorderLock)."""
+    (a live loop that is not the project's recorder does not: history.RecorderLock); `fresh_baselines`: time
+    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/baselines.py)."""
     started = time.monotonic()
     try:
         raw = project.kernel_path.read_bytes()
@@ -200,11 +203,13 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
         config = replace(config, verify=replace(config.verify, timeout_s=timeout_s, interpret_timeout_s=timeout_s))
     job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(), case_indices=case_indices,
               cache_dir=str(project.triton_cache_dir), pins=pins or {}, live=live,
-              reference_timings=dict(reference_timings or {}), options=dict(options or {}))
+              reference_timings=dict(reference_timings or {}), options=dict(options or {}),
+              compiled_timings={} if fresh_baselines or "bench" not in stages else load_baselines(project))
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
     runner.run(job, collect, timeout_s=limit, interpret_timeout_s=verify.interpret_timeout_s)
+    remember_baselines(project, outcome.of_type(BenchResult))
     if record and worth_recording(outcome):
         outcome.record = append_record(project, outcome.to_record(), source, files)
     return outcome

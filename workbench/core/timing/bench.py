@@ -242,6 +242,7 @@ class CaseBencher:
         self.live = context.job.live
         # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
         self.known_references: dict[str, dict] = context.job.reference_timings
+        self.known_compiled: dict[str, dict] = context.job.compiled_timings
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
         self.wait_for_gpu: Callable[[], None] = context.wait_for_gpu
@@ -358,6 +359,14 @@ class CaseBencher:
                                     "`workbench bench` measures it)" if self.live else
                                     "not measured ([bench] compare_torch_compile = false)")
             return
+        result.compiled_key = compiled_key(result.reference_key)
+        known_compiled = self.known_compiled.get(result.compiled_key)
+        if known_compiled:
+            result.compiled, result.compiled_reused = Timing(**known_compiled["timing"]), True
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(known_compiled.get("measured_at", 0)))
+            result.notes.append(f"torch.compile: its time from a run at {when} (the same reference_fn, get_inputs, "
+                                "case, GPU, torch and Triton); `workbench bench --fresh-baselines` measures it again")
+            return
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
                                case_index=case.index))
         compiled, note = compile_reference(self.km.reference_fn, inputs)
@@ -423,6 +432,13 @@ def reference_key(km: KernelModule, case: Case, config: Any, device_name: str) -
              device_name, torch.__version__,
              repr([getattr(config, f.name) for f in dataclasses.fields(config)])]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def compiled_key(reference: str) -> str:
+    """What torch.compile(reference_fn)'s time depends on: the reference's key (reference_key) and Triton."""
+    import triton
+
+    return hashlib.sha256(f"{reference}\0{triton.__version__}".encode()).hexdigest()[:16]
 
 
 def function_source(fn: Any) -> str:

@@ -1,0 +1,240 @@
+"""Headless speed: `workbench verify` and `workbench bench` against the plain script a user would write.
+
+    python benchmarks/headless.py --out /tmp/headless            # the whole set (a GPU: ~4 minutes)
+    python benchmarks/headless.py --out /tmp/headless --only small
+
+Each measured command runs in a fresh process, as CI runs it: `python benchmarks/headless.py --driver ...`
+runs the workbench's own CLI (`workbench.cli.main`) and writes, beside its output, when each of the run's
+events arrived (seconds from the process's start), for the breakdown. Every check is on (workbench.toml as
+scaffolded: torch.compile and CUDA-graph checks on a GPU, torch.compile as a benchmark baseline).
+
+- small: the softmax scaffold (23 verification cases), `workbench verify`, --repeats times; the same file with
+  `torch_compile = "off"`; and the plain script: a fresh `python` that imports torch, triton and kernel.py, runs
+  each verification case (kernel_fn against reference_fn, torch.testing.assert_close) with a fresh Triton cache.
+- all: every scaffold and template (12 projects) in one `workbench verify`.
+- bench: `workbench bench` of the rmsnorm scaffold: cold (no kept baselines), then again (torch.compile's time
+  kept from the first run: core/project/baselines.py), then with --fresh-baselines.
+
+Breakdown of a verify run: start-up (to the first worker ready), the cases (plan to the last case's first
+result), the torch.compile check's results where they come on their own (CaseResult.phase "torch.compile
+check"; inline, the check is inside the first case of each dtype), verdict; for bench, the benchmark cases' phases summed (BenchResult.phases).
+Targets (H100, issue "headless at the speed of the live loop"): small <= 5 s and <= 0.7x the plain script;
+all 12 <= 60 s; bench of one scaffold <= 15 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCAFFOLDS = ["rmsnorm", "layernorm", "softmax", "gelu", "silu_mul", "add", "matmul", "attention"]
+TEMPLATES = ["elementwise", "row", "gemm", "attention"]
+
+PLAIN = r'''
+import importlib.util, sys, time
+t0 = time.perf_counter()
+import torch, triton
+spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
+km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
+cases = [c for c in getattr(km, "CASES", [{}]) if c.get("purpose", "verify") != "bench"]
+for case in cases:
+    params = {k: v for k, v in case.items() if k != "purpose"}
+    inputs = km.get_inputs(**params)
+    out = km.kernel_fn(*inputs)
+    ref = km.reference_fn(*inputs)
+    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+torch.cuda.synchronize()
+print(f"plain: {len(cases)} cases in {time.perf_counter() - t0:.2f} s")
+'''
+
+
+def driver(argv: list[str]) -> int:
+    """In the measured process: the CLI, with each event's arrival time written to $HEADLESS_TIMELINE."""
+    started = time.perf_counter()
+    sys.path.insert(0, str(ROOT))
+    import workbench.builtin.verifying as verifying
+
+    timeline: list[dict] = []
+    run_project = verifying.run_project
+    log = open(os.environ["HEADLESS_TIMELINE"] + "l", "w")  # .jsonl, as the events come: a run cut short keeps them
+
+    def timed_run_project(project, runner, stages, on_event=None, **kwargs):
+        def on(event):
+            entry = {"t": time.perf_counter() - started, "type": event.type, "project": project.name}
+            for key in ("case_index", "phase", "config", "stage", "duration_s", "phases"):
+                if hasattr(event, key):
+                    entry[key] = getattr(event, key)
+            timeline.append(entry)
+            log.write(json.dumps(entry) + "\n")
+            log.flush()
+            if on_event is not None:
+                on_event(event)
+        return run_project(project, runner, stages, on, **kwargs)
+
+    verifying.run_project = timed_run_project
+    from workbench.cli import main
+
+    try:
+        return main(argv)
+    finally:
+        Path(os.environ["HEADLESS_TIMELINE"]).write_text(json.dumps({"wall_s": time.perf_counter() - started,
+                                                                     "events": timeline}))
+
+
+def _text(data) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
+
+def timed(argv: list[str], out: Path, name: str, env: dict | None = None, limit_s: float | None = None) -> dict:
+    """One command in a fresh process: its wall time (from outside), exit code and event timeline."""
+    timeline = out / f"{name}.timeline.json"
+    env = {**os.environ, **(env or {}), "HEADLESS_TIMELINE": str(timeline), "PYTHONPATH": str(ROOT)}
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--driver", *argv], capture_output=True, text=True, env=env,
+                              timeout=limit_s)
+    except subprocess.TimeoutExpired as exc:
+        proc = subprocess.CompletedProcess(exc.cmd, 124, _text(exc.stdout), _text(exc.stderr) + f"\ncut at {limit_s} s")
+    wall = time.perf_counter() - started
+    (out / f"{name}.txt").write_text(proc.stdout + proc.stderr)
+    if timeline.exists():
+        data = json.loads(timeline.read_text())
+    else:  # cut short: the events that came
+        lines = Path(str(timeline) + "l").read_text().splitlines() if Path(str(timeline) + "l").exists() else []
+        data = {"events": [json.loads(line) for line in lines if line.strip()]}
+    return {"name": name, "wall_s": wall, "exit": proc.returncode, "events": data["events"]}
+
+
+def breakdown(run: dict) -> dict:
+    events = run["events"]
+
+    def first(kind, **match):
+        return next((e["t"] for e in events if e["type"] == kind and all(e.get(k) == v for k, v in match.items())),
+                    None)
+
+    main_results = [e["t"] for e in events if e["type"] == "case_result" and not e.get("phase") and not e.get("config")]
+    check = [e["t"] for e in events if e["type"] == "case_result" and e.get("phase") == "torch.compile check"]
+    bench_phases: dict[str, float] = {}
+    for e in events:
+        for phase, seconds in (e.get("phases") or {}).items():
+            bench_phases[phase] = bench_phases.get(phase, 0.0) + seconds
+    return {
+        "start-up (first worker ready)": first("worker_ready"),
+        "plan (run started)": first("run_started"),
+        "first case": main_results[0] if main_results else None,
+        "last case": main_results[-1] if main_results else None,
+        "torch.compile check done": check[-1] if check else None,
+        "verified": first("stage", stage="verified"),
+        "finished": max((e["t"] for e in events if e["type"] == "run_finished"), default=None),
+        **({f"bench: {k}": round(v, 3) for k, v in bench_phases.items()} if bench_phases else {}),
+    }
+
+
+def plain(kernel: Path, out: Path) -> float:
+    script = out / "plain_verify.py"
+    script.write_text(PLAIN)
+    env = {**os.environ, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="plain-cache-")}
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(script), str(kernel)], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    (out / "plain.txt").write_text(proc.stdout + proc.stderr)
+    if proc.returncode:
+        print(f"  plain script failed (exit {proc.returncode}): {proc.stderr[-300:]}")
+    return wall
+
+
+def scaffold(work: Path, name: str, template: str | None = None) -> Path:
+    argv = ["new", name, "--dir", str(work)] + (["--template", template] if template else [])
+    subprocess.run([sys.executable, "-m", "workbench.cli", *argv], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return work / name
+
+
+def fmt(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def report(runs: list[dict]) -> None:
+    for run in runs:
+        parts = ", ".join(f"{k} {fmt(v)}" for k, v in breakdown(run).items() if v is not None)
+        print(f"  {run['name']}: wall {run['wall_s']:.2f} s, exit {run['exit']}; {parts}")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--driver":
+        return driver(sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", choices=["small", "all", "bench"], action="append")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--all-limit", type=float, default=None, help="cut the 12-project run after this many s")
+    args = parser.parse_args()
+    parts = args.only or ["small", "all", "bench"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="headless-"))
+    summary: dict = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    try:
+        import torch
+        import triton
+
+        summary["versions"] = f"torch {torch.__version__}, triton {triton.__version__}"
+        summary["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "none (interpreter)"
+        print(f"{summary['gpu']} | {summary['versions']} | {os.cpu_count()} cores | {summary['when']}")
+        if "small" in parts:
+            project = scaffold(work, "softmax")
+            off = work / "softmax_nocompile"
+            shutil.copytree(project, off)
+            toml = off / "workbench.toml"
+            toml.write_text(toml.read_text().replace('# torch_compile = "check"', 'torch_compile = "off"', 1))
+            plains = [plain(project / "kernel.py", args.out) for _ in range(args.repeats)]
+            runs = [timed(["verify", str(project), "--json"], args.out, f"verify-softmax-{n}")
+                    for n in range(args.repeats)]
+            runs.append(timed(["verify", str(off), "--json"], args.out, "verify-softmax-torch_compile-off"))
+            walls = [r["wall_s"] for r in runs[:-1]]
+            summary["small"] = {"verify_s": walls, "plain_s": plains, "torch_compile_off_s": runs[-1]["wall_s"],
+                                "breakdown": [breakdown(r) for r in runs]}
+            print(f"small (softmax): verify median {statistics.median(walls):.2f} s [{min(walls):.2f}-{max(walls):.2f}]"
+                  f", plain script {statistics.median(plains):.2f} s [{min(plains):.2f}-{max(plains):.2f}], "
+                  f"ratio {statistics.median(walls) / statistics.median(plains):.2f}x; "
+                  f"torch_compile off {runs[-1]['wall_s']:.2f} s")
+            report(runs)
+        if "all" in parts:
+            many = work / "all"
+            many.mkdir()
+            for name in SCAFFOLDS:
+                scaffold(many, name)
+            for template in TEMPLATES:
+                scaffold(many, f"my_{template}", template)
+            run = timed(["verify", *sorted(str(p) for p in many.iterdir()), "--json"], args.out, "verify-all",
+                        limit_s=args.all_limit)
+            finished = [f"{e['project']} {e['t']:.1f}" for e in run["events"] if e["type"] == "run_finished"]
+            summary["all"] = {"wall_s": run["wall_s"], "exit": run["exit"], "projects_finished_at": finished}
+            print(f"all 12: verify {run['wall_s']:.1f} s, exit {run['exit']}; projects finished at "
+                  + ", ".join(finished))
+        if "bench" in parts:
+            project = scaffold(work, "rmsnorm")
+            runs = [timed(["bench", str(project), "--json", "--no-plot"], args.out, "bench-rmsnorm-cold"),
+                    timed(["bench", str(project), "--json", "--no-plot"], args.out, "bench-rmsnorm-kept"),
+                    timed(["bench", str(project), "--json", "--no-plot", "--fresh-baselines"], args.out,
+                          "bench-rmsnorm-fresh")]
+            summary["bench"] = {r["name"]: {"wall_s": r["wall_s"], "exit": r["exit"], "breakdown": breakdown(r)}
+                                for r in runs}
+            print("bench rmsnorm: " + ", ".join(f"{r['name']} {r['wall_s']:.1f} s (exit {r['exit']})" for r in runs))
+            report(runs)
+    finally:
+        (args.out / "headless.json").write_text(json.dumps(summary, indent=1))
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

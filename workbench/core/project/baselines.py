@@ -1,0 +1,52 @@
+"""torch.compile(reference_fn)'s benchmark times kept across runs (the headless `workbench bench`).
+
+A cold torch.compile of the reference costs seconds per benchmark case (Dynamo, Inductor, Triton), and its
+time depends only on what BenchResult.compiled_key hashes: reference_fn's and get_inputs' source, the case, the
+GPU's name, torch, Triton and the timing method. So a time measured once is reused by later runs while none of
+those change, and the report says so, with when it was measured. `workbench bench --fresh-baselines` measures
+again. Kept in the project's state folder, written whole and atomically; an unreadable file is a cache miss.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+from ..fsutil import atomic_write_text
+from .folder import Project
+
+BASELINES_FILE = "baselines.json"
+MAX_ENTRIES = 256  # the newest kept: a project's cases over a few GPUs and versions
+
+
+def load_baselines(project: Project) -> dict[str, dict[str, Any]]:
+    """compiled_key -> {"timing": Timing as a dict, "measured_at": epoch seconds}; {} when none or unreadable."""
+    try:
+        data = json.loads((project.state_dir / BASELINES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {key: entry for key, entry in data.items()
+            if isinstance(entry, dict) and isinstance(entry.get("timing"), dict)}
+
+
+def remember_baselines(project: Project, results: Iterable[Any]) -> None:
+    """Keep the torch.compile times `results` (BenchResults) measured in this run."""
+    fresh = {r.compiled_key: {"timing": _plain(r.compiled), "measured_at": time.time()}
+             for r in results if r.compiled_key and r.compiled is not None and not r.compiled_reused}
+    if not fresh:
+        return
+    kept = {**load_baselines(project), **fresh}
+    newest = sorted(kept.items(), key=lambda item: item[1].get("measured_at", 0), reverse=True)[:MAX_ENTRIES]
+    try:
+        atomic_write_text(project.state_dir / BASELINES_FILE, json.dumps(dict(newest), indent=1))
+    except OSError:
+        pass  # a cache that cannot be written costs the next run its compile, nothing else
+
+
+def _plain(timing: Any) -> dict[str, Any]:
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(timing) if is_dataclass(timing) else dict(timing)
