@@ -94,7 +94,9 @@ def test_config_tolerance_overrides_and_errors():
     assert cfg.verify.tolerance_for("bfloat16").rtol == 0.05
     assert cfg.verify.tolerance_for("bfloat16").atol == DEFAULT_TOLERANCES["bfloat16"].atol
     assert cfg.verify.tolerance_for("float32") == DEFAULT_TOLERANCES["tf32"]
-    for bad in ({"verify": {"nope": 1}}, {"tolerance": {"int8": {}}}, {"verify": {"inplace": "yes"}},
+    for bad in ({"verify": {"nope": 1}}, {"tolerance": {"float7": {}}}, {"verify": {"inplace": "yes"}},
+                {"tolerance": {"float8_e4m3fnuz": {"rtol": 0.1}}},  # no default to start from: every bound said
+                {"tolerance": {"complex64": {"rtol": 0.1, "atol": 0.1, "rel_norm": 0.1}}},  # compared as reals: no
                 {"verify": {"fp32_precision": "fast"}}, {"verify": {"timeout_s": -1}}):
         try:
             ProjectConfig.from_dict(bad, "w.toml")
@@ -135,3 +137,54 @@ def test_a_one_element_output_gets_no_guess_about_boundaries():
 
     assert describe_pattern(torch.ones(1, 1, dtype=torch.bool)) == "1 of 1 elements"
     assert "the computation itself" in describe_pattern(torch.ones(8, 8, dtype=torch.bool))
+
+
+def judge_one(out, ref, config=None):
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify.handoff import CaseData
+    from workbench.core.verify.judge import Judge
+
+    return Judge(config or VerifyConfig()).judge(CaseData(case_index=0, label="x", names=[""], first=[out],
+                                                          reference=[ref]))
+
+
+def test_float8_outputs_are_held_to_their_own_tolerance():
+    ref = torch.randn(4096, dtype=torch.float64)
+    for dtype, ulp in ((torch.float8_e4m3fn, 2.0 ** -3), (torch.float8_e5m2, 2.0 ** -2)):
+        rounded = judge_one(ref.to(dtype), ref)  # correctly rounded: within half an ulp everywhere
+        assert rounded.status == "passed", (dtype, rounded.messages)
+        assert rounded.rtol == ulp
+        # two ulps off on a tenth of the elements: more than rounding, so it fails
+        off = ref.clone()
+        off[::10] *= 1 + 2 * ulp
+        wrong = judge_one(off.to(dtype), ref)
+        assert wrong.status == "failed" and wrong.checks["values"] == "failed", dtype
+        # float32's tolerance would have failed even the correctly rounded output: never the silent fallback
+        assert judge_one(ref.to(dtype).float(), ref).status == "failed"
+
+
+def test_a_configured_float8_tolerance_is_used():
+    cfg = ProjectConfig.from_dict({"tolerance": {"float8_e4m3fn": {"rtol": 0.5}}})
+    assert cfg.verify.tolerance_for("float8_e4m3fn").rtol == 0.5
+    assert cfg.verify.tolerance_for("float8_e4m3fn").atol == DEFAULT_TOLERANCES["float8_e4m3fn"].atol
+
+
+def test_integer_outputs_are_exact():
+    ref = torch.arange(200_000, dtype=torch.int64)  # indices past 1e5: float32's rtol would let +-1 through
+    assert judge_one(ref.clone(), ref).status == "passed"
+    off = ref.clone()
+    off[-1] += 1
+    result = judge_one(off, ref)
+    assert result.status == "failed" and result.bad_count == 1
+
+
+def test_an_output_dtype_with_no_tolerance_is_an_explicit_failure_until_configured():
+    from workbench.core.project.config import VerifyConfig
+
+    ref = torch.randn(64, dtype=torch.complex128)
+    result = judge_one(ref.to(torch.complex64), ref)
+    assert result.status == "failed" and result.checks["tolerance"] == "failed"
+    assert any("no tolerance for complex64 outputs" in m and "[tolerance.complex64]" in m for m in result.messages)
+    cfg = ProjectConfig.from_dict({"tolerance": {"float8_e4m3fnuz": {"rtol": 0.2, "atol": 0.01, "rel_norm": 0.1}}})
+    assert cfg.verify.tolerance_for("float8_e4m3fnuz").rtol == 0.2
+    assert VerifyConfig().tolerance_for("float8_e4m3fnuz") is None

@@ -29,7 +29,7 @@ overrides what it names:
     live_rep_ms = 100            # the live loop's shorter series (`workbench bench` uses rep_ms)
     live_compare_torch_compile = false   # the live loop skips torch.compile (seconds per save)
 
-    [tolerance.bfloat16]         # any of float32, tf32, float16, bfloat16
+    [tolerance.bfloat16]         # float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int*, bool (exact)
     rtol = 2e-2
     atol = 2e-2
     rel_norm = 1e-2
@@ -100,7 +100,18 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "tf32": Tolerance(rtol=1e-2, atol=1e-2, rel_norm=2e-3),
     "float16": Tolerance(rtol=1e-3, atol=1e-3, rel_norm=2e-3),
     "bfloat16": Tolerance(rtol=1e-2, atol=1e-2, rel_norm=1e-2),
+    # 8-bit floats: one unit in the last place relative (3 and 2 mantissa bits: 2^-3, 2^-2), the smallest
+    # subnormal absolute (2^-9, 2^-16); the error norm half an ulp
+    "float8_e4m3fn": Tolerance(rtol=0.125, atol=2.0 ** -9, rel_norm=0.0625),
+    "float8_e5m2": Tolerance(rtol=0.25, atol=2.0 ** -16, rel_norm=0.125),
+    # integers and booleans (indices, counts, masks): exact
+    **{name: Tolerance(rtol=0.0, atol=0.0, rel_norm=0.0)
+       for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
 }
+# Other output dtypes torch has: no default (an output in one of them is an error until the project gives its
+# tolerance, never a silent float32 one); `[tolerance.<name>]` in workbench.toml accepts them.
+# (Complex outputs are not among them: the comparison is of real numbers, so they fail as having no tolerance.)
+OTHER_DTYPES = ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
 
 
 @dataclass(frozen=True)
@@ -120,10 +131,11 @@ class VerifyConfig:
     cuda_graph: str = "check"
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
-    def tolerance_for(self, dtype_name: str) -> Tolerance:
+    def tolerance_for(self, dtype_name: str) -> Tolerance | None:
+        """The tolerance an output of this dtype is held to; None when there is none (the judge says so)."""
         if dtype_name == "float32" and self.fp32_precision == "tf32":
             dtype_name = "tf32"
-        return self.tolerances.get(dtype_name, self.tolerances["float32"])
+        return self.tolerances.get(dtype_name)
 
 
 @dataclass(frozen=True)
@@ -171,10 +183,16 @@ class ProjectConfig:
         if not isinstance(tol_table, dict):
             raise ConfigError(path, "tolerance", "must be a table of dtypes")
         for dtype_name, values in tol_table.items():
-            if dtype_name not in DEFAULT_TOLERANCES:
-                known = ", ".join(DEFAULT_TOLERANCES)
+            if dtype_name not in DEFAULT_TOLERANCES and dtype_name not in OTHER_DTYPES:
+                known = ", ".join([*DEFAULT_TOLERANCES, *OTHER_DTYPES])
                 raise ConfigError(path, f"tolerance.{dtype_name}", f"unknown dtype; known: {known}")
-            base = tolerances[dtype_name]
+            base = tolerances.get(dtype_name)
+            if base is None:  # no default to start from: every bound said
+                missing = [k for k in ("rtol", "atol", "rel_norm") if not isinstance(values, dict) or k not in values]
+                if missing:
+                    raise ConfigError(path, f"tolerance.{dtype_name}", f"{dtype_name} has no default tolerance: give "
+                                                                       f"{', '.join(missing)} as well")
+                base = Tolerance(rtol=0.0, atol=0.0, rel_norm=0.0)
             tolerances[dtype_name] = _section(Tolerance, values, f"tolerance.{dtype_name}", path, base=base)
         verify = replace(verify, tolerances=tolerances)
         bench = _section(BenchConfig, data.pop("bench", {}), "bench", path)

@@ -53,7 +53,7 @@ DEFAULT_PROJECT_TOML = """\
 #                                # verdict; "require" fails the verdict on it, "off" skips it
 # cuda_graph = "check"           # GPU: CUDA-graph capture and replay (the same three modes)
 
-# [tolerance.bfloat16]           # any of float32, tf32, float16, bfloat16
+# [tolerance.bfloat16]           # float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int*, bool (exact)
 # rtol = 1e-2
 # atol = 1e-2
 # rel_norm = 1e-2                # bound on ||out - ref|| / ||ref||

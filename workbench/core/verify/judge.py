@@ -122,6 +122,12 @@ class Judge:
                 result.bad_count += prod(want_shape)
                 continue
             tol = self.config.tolerance_for(got_dtype)
+            if tol is None:
+                result.messages.append(f"{prefix}no tolerance for {got_dtype} outputs: the workbench has no default "
+                                       f"for {got_dtype}; give one in workbench.toml ([tolerance.{got_dtype}] rtol, "
+                                       "atol, rel_norm)")
+                result.checks["tolerance"] = "failed"
+                continue
             if expected.dtype in LOW_PRECISION:
                 tol = Tolerance(tol.rtol * LOW_PRECISION_REFERENCE_FACTOR, tol.atol * LOW_PRECISION_REFERENCE_FACTOR,
                                 tol.rel_norm * LOW_PRECISION_REFERENCE_FACTOR)
@@ -228,8 +234,11 @@ class Judge:
                     problems.append(f"returned {len(run.outputs)} tensors, reference_fn {len(run.reference)}")
                 for j, (out, expected) in enumerate(zip(run.outputs, run.reference)):
                     rounding = reference_rounding(expected, run.native[j] if j < len(run.native) else None)
-                    problems += compare(out, expected, self.config.tolerance_for(dtype_name(out)),
-                                        slack=rounding).messages
+                    tol = self.config.tolerance_for(dtype_name(out))
+                    if tol is None:
+                        problems.append(f"no tolerance for {dtype_name(out)} outputs ([tolerance.{dtype_name(out)}])")
+                        continue
+                    problems += compare(out, expected, tol, slack=rounding).messages
                 problem = f"{problems[0]} ({run.hint})" if problems and run.hint else (problems[0] if problems else "")
             if run.compat:
                 self._compat_finding(result, run, problem)
