@@ -196,6 +196,23 @@ def test_torch_compiles_time_is_kept_across_runs_until_asked_again(cli, make_pro
     assert not third["compiled_reused"] and third["compiled_key"] == first["compiled_key"]
 
 
+REBINDS_TIMING = kernels.GOOD + '''
+torch.cuda.Event.elapsed_time = lambda self, end: 1e-9  # every call "takes" a picosecond
+_real_replay = torch.cuda.CUDAGraph.replay
+torch.cuda.CUDAGraph.replay = lambda self: None
+'''
+
+
+def test_a_kernel_py_that_rebinds_the_timers_posts_a_real_time(cli, make_project, cache_dir):
+    project = make_project(REBINDS_TIMING, toml=QUICK.format(compile="false") + NO_COMPAT)
+    code, out, err = cli("bench", project, "--json", "--no-plot")
+    assert code == 0, out
+    (row,) = json.loads(out)["projects"][0]["bench"]
+    # 8 MiB through HBM: microseconds, never the picosecond the rebinding says, nor a zero-length replay
+    assert row["kernel"]["median_ms"] > 1e-3 and row["gbps"] < 10_000, row["kernel"]
+    assert row["reference"]["median_ms"] > 1e-3
+
+
 def test_bench_text_report_and_plot(cli, make_project, cache_dir):
     pytest.importorskip("matplotlib")
     project = make_project(kernels.GOOD, toml=QUICK.format(compile="false"))

@@ -34,6 +34,7 @@ from ..project.config import BenchConfig
 from ..project.contract import first_line
 from ..text import fmt_ms
 from ..verify.compat import host_sync, recover_from_failed_capture
+from . import primitives as cuda
 from .compilewatch import CompileWatch
 from .stats import summarize
 
@@ -90,18 +91,18 @@ def estimate_ms(fn: Callable[[], Any], flush: Callable[[], None]) -> float:
     One untimed call first: a first launch may load its module (lazy loading), milliseconds
     that would make a host-bound call look GPU-bound and leave it unpadded.
     """
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    stream = torch.cuda.current_stream()
+    start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+    stream = cuda.current_stream()
     flush()
     fn()
-    torch.cuda.synchronize()
-    start.record(stream)
+    cuda.synchronize()
+    cuda.record(start, stream)
     for _ in range(ESTIMATE_CALLS):
         flush()
         fn()
-    end.record(stream)
-    torch.cuda.synchronize()
-    return max(start.elapsed_time(end) / ESTIMATE_CALLS, 1e-4)
+    cuda.record(end, stream)
+    cuda.synchronize()
+    return max(cuda.elapsed_time(start, end) / ESTIMATE_CALLS, 1e-4)
 
 
 def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable[[], None] = _no_flush,
@@ -125,21 +126,21 @@ def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable
         pad()
         fn()
     n = config.min_samples if brief else _clamp(config.rep_ms / per_iteration, config.min_samples, config.max_samples)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    starts = [cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [cuda.Event(enable_timing=True) for _ in range(n)]
     # Recorded on this stream, named once: Event.record() with no stream builds a Stream object per
     # call (about 0.15 ms on an H100 host, 2 per sample), host time that can outlast a short call.
-    stream = torch.cuda.current_stream()
-    torch.cuda.synchronize()
+    stream = cuda.current_stream()
+    cuda.synchronize()
     with watch if watch is not None else _Nothing():
         for start, end in zip(starts, ends):
             flush()
             pad()
-            start.record(stream)
+            cuda.record(start, stream)
             fn()
-            end.record(stream)
-        torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in zip(starts, ends)]
+            cuda.record(end, stream)
+        cuda.synchronize()
+    return [cuda.elapsed_time(start, end) for start, end in zip(starts, ends)]
 
 
 class LaunchPad:
@@ -156,7 +157,7 @@ class LaunchPad:
 
     def __call__(self) -> None:
         if self.cycles:
-            torch.cuda._sleep(self.cycles)
+            cuda.sleep(self.cycles)
 
     @classmethod
     def for_iteration(cls, fn: Callable[[], Any], flush: Callable[[], None], gpu_ms: float) -> "LaunchPad":
@@ -166,17 +167,17 @@ class LaunchPad:
         slower side, so it cannot say how much shorter the GPU's own work is: the spin is sized
         on the host's time alone.
         """
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * cls.HOST_PROBE_CALLS)]
-        stream = torch.cuda.current_stream()
-        torch.cuda.synchronize()
+        events = [cuda.Event(enable_timing=True) for _ in range(2 * cls.HOST_PROBE_CALLS)]
+        stream = cuda.current_stream()
+        cuda.synchronize()
         started = time.perf_counter()
         for i in range(cls.HOST_PROBE_CALLS):
             flush()
-            events[2 * i].record(stream)
+            cuda.record(events[2 * i], stream)
             fn()
-            events[2 * i + 1].record(stream)
+            cuda.record(events[2 * i + 1], stream)
         host_ms = (time.perf_counter() - started) * 1e3 / cls.HOST_PROBE_CALLS
-        torch.cuda.synchronize()
+        cuda.synchronize()
         return cls(0.0 if host_ms < cls.HOST_SHARE * gpu_ms else cls.HOST_MARGIN * host_ms)
 
     @classmethod
@@ -189,14 +190,15 @@ class LaunchPad:
         """
         if cls._cycles_per_ms is None:
             cycles = 2_000_000
-            events = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
-            torch.cuda._sleep(15 * cycles)  # 8 ms at boost, 45 ms at idle clocks: they rise meanwhile
+            events = [cuda.Event(enable_timing=True) for _ in range(6)]
+            cuda.sleep(15 * cycles)  # 8 ms at boost, 45 ms at idle clocks: they rise meanwhile
             for start, end in zip(events[::2], events[1::2]):
-                start.record()
-                torch.cuda._sleep(cycles)
-                end.record()
-            torch.cuda.synchronize()
-            cls._cycles_per_ms = max(cycles / max(s.elapsed_time(e), 1e-3) for s, e in zip(events[::2], events[1::2]))
+                cuda.record(start)
+                cuda.sleep(cycles)
+                cuda.record(end)
+            cuda.synchronize()
+            cls._cycles_per_ms = max(cycles / max(cuda.elapsed_time(s, e), 1e-3)
+                                     for s, e in zip(events[::2], events[1::2]))
         return cls._cycles_per_ms
 
 
@@ -213,32 +215,32 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
     """
     per_iteration = estimate_ms(fn, flush)
     calls = _clamp(GRAPH_REPLAY_MS / per_iteration, 10, GRAPH_MAX_CALLS)
-    work, flush_only = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
-    with torch.cuda.graph(work):
+    work, flush_only = cuda.CUDAGraph(), cuda.CUDAGraph()
+    with cuda.graph(work):
         for _ in range(calls):
             flush()
             fn()
-    with torch.cuda.graph(flush_only):
+    with cuda.graph(flush_only):
         for _ in range(calls):
             flush()
     replay_ms = per_iteration * calls
     for _ in range(_clamp(config.warmup_ms / replay_ms, 1, 100_000)):
-        work.replay()
-        flush_only.replay()
+        cuda.replay(work)
+        cuda.replay(flush_only)
     n = _clamp(config.rep_ms / (2 * replay_ms), config.min_samples, config.max_samples)
-    events = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(n)]
-    stream = torch.cuda.current_stream()
-    torch.cuda.synchronize()
+    events = [[cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(n)]
+    stream = cuda.current_stream()
+    cuda.synchronize()
     with watch if watch is not None else _Nothing():
         for start_work, end_work, start_flush, end_flush in events:
-            start_work.record(stream)
-            work.replay()
-            end_work.record(stream)
-            start_flush.record(stream)
-            flush_only.replay()
-            end_flush.record(stream)
-        torch.cuda.synchronize()
-    samples = [(a.elapsed_time(b) - c.elapsed_time(d)) / calls for a, b, c, d in events]
+            cuda.record(start_work, stream)
+            cuda.replay(work)
+            cuda.record(end_work, stream)
+            cuda.record(start_flush, stream)
+            cuda.replay(flush_only)
+            cuda.record(end_flush, stream)
+        cuda.synchronize()
+    samples = [(cuda.elapsed_time(a, b) - cuda.elapsed_time(c, d)) / calls for a, b, c, d in events]
     del work, flush_only
     return samples, calls
 

@@ -94,6 +94,7 @@ def main() -> int:
     try:
         import torch  # noqa: F401 - the judge forks with torch loaded, before CUDA, triton or kernel.py
 
+        from ...timing import primitives  # noqa: F401 - the timing's CUDA calls, bound likewise
         from ...verify import handoff  # noqa: F401 - binds its primitives before kernel.py can patch them
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
         EventStream(events_fd)(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
