@@ -196,7 +196,14 @@ def test_torch_compiles_time_is_kept_across_runs_until_asked_again(cli, make_pro
     assert not third["compiled_reused"] and third["compiled_key"] == first["compiled_key"]
 
 
-REBINDS_TIMING = kernels.GOOD + '''
+# Not autotuned: Triton's autotuner times configs with torch.cuda.Event.elapsed_time, which the rebinding
+# would send into ~1e11 calls (the kernel's own doing, a hang the time-out reports, not this test's subject).
+NOT_TUNED = kernels.kernel_source(
+    kernel=kernels.KERNEL.replace(
+        '@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])\n', ''),
+    launcher=kernels.LAUNCHER.replace('scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)',
+                                      'scale_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)'))
+REBINDS_TIMING = NOT_TUNED + '''
 torch.cuda.Event.elapsed_time = lambda self, end: 1e-9  # every call "takes" a picosecond
 _real_replay = torch.cuda.CUDAGraph.replay
 torch.cuda.CUDAGraph.replay = lambda self: None

@@ -31,6 +31,7 @@ from typing import Any
 from ..events import DeviceFacts
 from ..fsutil import atomic_write_text
 from ..stage import JobContext
+from . import primitives as cuda
 
 CACHE_ENV = "WORKBENCH_CACHE_DIR"
 CEILINGS_VERSION = 2  # 2: the copy ceiling is the best of several copies (1: torch's copy alone)
@@ -292,7 +293,7 @@ def _time_copies(config: Any) -> CopyMeasurement:
     gbps = {}
     for label, call in copy_methods(src, dst):
         call()  # compiles outside the timing
-        torch.cuda.synchronize()
+        cuda.synchronize()
         timing = summarize(time_with_events(call, series, flusher), "cuda events")
         gbps[label] = 2 * copy_bytes / (timing.median_ms * 1e-3) / 1e9
     del src, dst, flusher
