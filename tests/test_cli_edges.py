@@ -281,3 +281,15 @@ def test_make_demo_opens_the_app_on_a_terminal_even_without_a_gpu(tmp_path):
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_demo_verifies_headless_without_a_terminal(tmp_path):
     assert _make_demo(tmp_path, terminal=False).startswith("verify ")
+
+
+def test_list_inside_a_project_folder_names_it(tmp_path, cli, monkeypatch):
+    project = tmp_path / "rms"
+    project.mkdir()
+    (project / "kernel.py").write_text("x = 1\n")
+    monkeypatch.chdir(project)
+    code, out, err = cli("list")
+    assert code == 0 and "this folder is the project rms" in out and "workbench history" in out
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("list")
+    assert code == 0 and "no projects under projects/" in out

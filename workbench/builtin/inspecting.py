@@ -50,6 +50,11 @@ def _list_arguments(parser: argparse.ArgumentParser) -> None:
 def _list(args: argparse.Namespace, context: Context) -> int:
     projects = find_projects(args.dir)
     if not projects:
+        here = Path.cwd()
+        if (here / "kernel.py").is_file() and str(args.dir) == "projects":  # inside a project, not above one
+            print(f"this folder is the project {here.name}: `workbench history` shows its runs; `workbench list` "
+                  "lists the projects under ./projects from the folder above")
+            return EXIT_OK
         print(f"no projects under {args.dir}/ (create one: workbench new rmsnorm)")
         return EXIT_OK
     for project in projects:

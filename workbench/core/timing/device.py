@@ -31,7 +31,6 @@ from typing import Any
 from ..events import DeviceFacts
 from ..fsutil import atomic_write_text
 from ..stage import JobContext
-from . import primitives as cuda
 
 CACHE_ENV = "WORKBENCH_CACHE_DIR"
 CEILINGS_VERSION = 2  # 2: the copy ceiling is the best of several copies (1: torch's copy alone)
@@ -280,6 +279,9 @@ def _time_copies(config: Any) -> CopyMeasurement:
 
     import torch
 
+    from . import (
+        primitives as cuda,  # here, in the worker: the parent side never imports torch
+    )
     from .copy_kernels import copy_methods
     from .stats import summarize
     from .timers import L2Flusher, time_with_events
