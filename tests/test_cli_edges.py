@@ -159,7 +159,7 @@ def test_a_closed_stdout_exits_141_quietly_and_keeps_what_was_done(tmp_path):
     code, err = _closed_stdout_run("new", "matmul", cwd=tmp_path)
     assert code == 141 and err == "", err
     assert sorted(p.name for p in (tmp_path / "projects" / "matmul").iterdir()) == [
-        ".gitignore", "kernel.py", "workbench.toml"]  # the project is whole
+        ".gitignore", "AGENTS.md", "kernel.py", "workbench.toml"]  # the project is whole
 
 
 def test_a_broken_pipe_in_any_command_is_caught_in_process(monkeypatch, tmp_path):

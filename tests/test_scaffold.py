@@ -72,7 +72,10 @@ def test_new_writes_kernel_and_settings(cli, tmp_path):
     code, out, err = cli("new", "matmul", "--dir", tmp_path)
     assert code == 0, err
     names = sorted(p.name for p in (tmp_path / "matmul").iterdir())
-    assert names == [".gitignore", "kernel.py", "workbench.toml"]
+    assert names == [".gitignore", "AGENTS.md", "kernel.py", "workbench.toml"]
+    guide = (tmp_path / "matmul" / "AGENTS.md").read_text()
+    assert guide.startswith("# matmul: notes for coding agents") and "{project}" not in guide
+    assert "workbench verify matmul --json" in guide and "workbench bench matmul --json" in guide
 
 
 def test_new_refuses_bad_name_and_unknown_template_with_exit_2(cli, tmp_path):

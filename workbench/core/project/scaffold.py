@@ -75,12 +75,16 @@ class Scaffold:
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
     def files(self) -> dict[str, str]:
-        """The project files this scaffold writes, by name (kernel.py, workbench.toml, .gitignore)."""
+        """The project files this scaffold writes, by name (kernel.py, workbench.toml, .gitignore, AGENTS.md)."""
         out = {"kernel.py": (self.directory / "kernel.py").read_text(encoding="utf-8")}
         toml = self.directory / "workbench.toml"
         out["workbench.toml"] = toml.read_text(encoding="utf-8") if toml.is_file() else DEFAULT_PROJECT_TOML
         out[".gitignore"] = PROJECT_GITIGNORE
+        out["AGENTS.md"] = (scaffolds_root() / AGENTS_GUIDE).read_text(encoding="utf-8")  # render() names it
         return out
+
+
+AGENTS_GUIDE = "AGENTS.md"  # scaffolds/AGENTS.md: the project's guide for coding agents, `{project}` its name
 
 
 def scaffolds_root() -> Path:
@@ -200,6 +204,7 @@ def _module_names(source: str) -> list[str]:
 
 def render(scaffold: Scaffold, name: str) -> dict[str, str]:
     files = scaffold.files()
+    files["AGENTS.md"] = files["AGENTS.md"].replace("{project}", name)
     if name != scaffold.rename:
         pattern = re.compile(rf"\b{re.escape(scaffold.rename)}(?=_|\b)")
         # Renaming must not make two of kernel.py's names one (`get_inputs` as a row project's name would
