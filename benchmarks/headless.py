@@ -9,8 +9,8 @@ events arrived (seconds from the process's start), for the breakdown. Every chec
 scaffolded: torch.compile and CUDA-graph checks on a GPU, torch.compile as a benchmark baseline).
 
 - small: the softmax scaffold (23 verification cases), `workbench verify`, --repeats times; the same file with
-  `torch_compile = "off"`; and the plain script: a fresh `python` that imports torch, triton and kernel.py, runs
-  each verification case (kernel_fn against reference_fn, torch.testing.assert_close) with a fresh Triton cache.
+  `torch_compile = "off"`; and the plain script (plain_scripts.PLAIN_VERIFY, the one loop_latency.py uses) in a
+  fresh `python` with a fresh Triton cache.
 - all: every scaffold and template (12 projects) in one `workbench verify`.
 - bench: `workbench bench` of the rmsnorm scaffold: cold (no kept baselines), then again (torch.compile's time
   kept from the first run: core/project/baselines.py), then with --fresh-baselines.
@@ -35,27 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from plain_scripts import PLAIN_VERIFY
+
 ROOT = Path(__file__).resolve().parents[1]
 SCAFFOLDS = ["rmsnorm", "layernorm", "softmax", "gelu", "silu_mul", "add", "matmul", "attention"]
 TEMPLATES = ["elementwise", "row", "gemm", "attention"]
-
-PLAIN = r'''
-import importlib.util, sys, time
-t0 = time.perf_counter()
-import torch, triton
-spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])
-km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
-cases = [c for c in getattr(km, "CASES", [{}]) if c.get("purpose", "verify") != "bench"]
-for case in cases:
-    params = {k: v for k, v in case.items() if k != "purpose"}
-    inputs = km.get_inputs(**params)
-    out = km.kernel_fn(*inputs)
-    ref = km.reference_fn(*inputs)
-    torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
-torch.cuda.synchronize()
-print(f"plain: {len(cases)} cases in {time.perf_counter() - t0:.2f} s")
-'''
-
 
 def driver(argv: list[str]) -> int:
     """In the measured process: the CLI, with each event's arrival time written to $HEADLESS_TIMELINE."""
@@ -141,7 +125,7 @@ def breakdown(run: dict) -> dict:
 
 def plain(kernel: Path, out: Path) -> float:
     script = out / "plain_verify.py"
-    script.write_text(PLAIN)
+    script.write_text(PLAIN_VERIFY)
     env = {**os.environ, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="plain-cache-")}
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, str(script), str(kernel)], capture_output=True, text=True, env=env)

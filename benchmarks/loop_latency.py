@@ -48,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from plain_scripts import PLAIN_BENCH, PLAIN_VERIFY  # noqa: E402
+
 from workbench.core.events import (
     BenchResult,
     CaseResult,
@@ -63,37 +65,6 @@ from workbench.tui.app import WorkbenchApp  # noqa: E402
 from workbench.tui.messages import RunEvent, SaveAccepted  # noqa: E402
 
 TARGET_VERDICT_S, TARGET_VERDICT_WORST_S, TARGET_BENCH_S, TARGET_SPEEDUP, TARGET_FAILURE_S = 1.0, 1.5, 3.0, 5.0, 0.8
-
-LOAD_KERNEL = '''
-import importlib.util, sys, time, torch, triton
-spec = importlib.util.spec_from_file_location("user_kernel", sys.argv[1])
-km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
-cases = [dict(c) for c in getattr(km, "CASES", [{}])]
-'''
-
-PLAIN_VERIFY = LOAD_KERNEL + '''
-tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
-for case in cases:
-    if case.pop("purpose", "verify") != "verify":
-        continue
-    inputs = km.get_inputs(**case)
-    out = km.kernel_fn(*inputs)
-    ref = km.reference_fn(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
-    t = tol.get(out.dtype, 1e-5)
-    torch.testing.assert_close(out, ref.to(out.dtype), rtol=t, atol=t)
-print("VERDICT passed", flush=True)
-'''
-
-PLAIN_BENCH = LOAD_KERNEL + '''
-from triton.testing import do_bench
-for case in cases:
-    if case.pop("purpose", "verify") != "bench":
-        continue
-    inputs = km.get_inputs(**case)
-    ms = do_bench(lambda: km.kernel_fn(*inputs))
-    ref_ms = do_bench(lambda: km.reference_fn(*inputs))
-    print(f"BENCH {case} kernel {ms:.4f} ms reference {ref_ms:.4f} ms", flush=True)
-'''
 
 # Warm probe: times compilation + execution (first call) and execution (second call) per verify case.
 PROBE = '''
