@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable
 
 from ..fsutil import atomic_write_text
@@ -47,6 +48,4 @@ def remember_baselines(project: Project, results: Iterable[Any]) -> None:
 
 
 def _plain(timing: Any) -> dict[str, Any]:
-    from dataclasses import asdict, is_dataclass
-
     return asdict(timing) if is_dataclass(timing) else dict(timing)

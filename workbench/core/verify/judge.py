@@ -123,9 +123,7 @@ class Judge:
                 continue
             tol = self.config.tolerance_for(got_dtype)
             if tol is None:
-                result.messages.append(f"{prefix}no tolerance for {got_dtype} outputs: the workbench has no default "
-                                       f"for {got_dtype}; give one in workbench.toml ([tolerance.{got_dtype}] rtol, "
-                                       "atol, rel_norm)")
+                result.messages.append(prefix + no_tolerance(got_dtype))
                 result.checks["tolerance"] = "failed"
                 continue
             if expected.dtype in LOW_PRECISION:
@@ -236,7 +234,7 @@ class Judge:
                     rounding = reference_rounding(expected, run.native[j] if j < len(run.native) else None)
                     tol = self.config.tolerance_for(dtype_name(out))
                     if tol is None:
-                        problems.append(f"no tolerance for {dtype_name(out)} outputs ([tolerance.{dtype_name(out)}])")
+                        problems.append(no_tolerance(dtype_name(out)))
                         continue
                     problems += compare(out, expected, tol, slack=rounding).messages
                 problem = f"{problems[0]} ({run.hint})" if problems and run.hint else (problems[0] if problems else "")
@@ -327,6 +325,12 @@ def broadcasts(got: tuple[int, ...], expected: tuple[int, ...]) -> bool:
         return tuple(torch.broadcast_shapes(got, expected)) == tuple(expected)
     except RuntimeError:
         return False
+
+
+def no_tolerance(dtype: str) -> str:
+    """Why an output of `dtype` cannot be judged: no tolerance for it (project/config.DEFAULT_TOLERANCES)."""
+    return (f"no tolerance for {dtype} outputs: the workbench has no default for {dtype}; give one in "
+            f"workbench.toml ([tolerance.{dtype}] rtol, atol, rel_norm)")
 
 
 def dtype_name(t: torch.Tensor) -> str:
