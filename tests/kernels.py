@@ -192,6 +192,22 @@ def scale(x):
     return x * 2
 ''')
 
+# Launches a Triton kernel and throws its result away; torch computes the answer.
+TORCH_DOES_THE_WORK = kernel_source(launcher=LAUNCHER.replace("def scale(x):", "def _scale(x):") + '''
+
+def scale(x):
+    _scale(x)  # the launch the "no Triton kernel launched" check looks for
+    return x * 2
+''')
+
+# The kernel's output finished with torch (a cast, a sum beside it): Triton's data in every output.
+TORCH_FINISHES = kernel_source(launcher=LAUNCHER.replace("def scale(x):", "def _scale(x):") + '''
+
+def scale(x):
+    out = _scale(x.float())
+    return (out.to(x.dtype) + 0.0, out.sum()) if x.numel() > 1 else out.to(x.dtype)
+''', contract=CONTRACT.replace("    return x * 2\n", "    return (x * 2, (x.float() * 2).sum()) if x.numel() > 1 else x * 2\n"))
+
 # Caches its output by the input's address: right on new tensors, stale on recycled ones.
 CACHED_BY_ADDRESS = kernel_source(launcher=LAUNCHER.replace("def scale(x):", "def _scale(x):") + '''
 

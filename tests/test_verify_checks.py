@@ -43,6 +43,26 @@ def test_no_triton_kernel_launched_fails_unless_opted_out(cli, make_project):
     assert all(c["checks"]["triton_launched"].startswith("skipped") for c in tuned(rec))
 
 
+def test_an_output_torch_computed_fails_with_the_ops_named(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.TORCH_DOES_THE_WORK, toml=ONLY_CASES))
+    assert code == 1
+    for case in tuned(rec):
+        assert case["checks"]["triton_launched"] == "passed" and case["checks"]["torch_ops"] == "failed"
+        assert any(m.startswith("kernel_fn computed with torch ops: output with torch.mul")
+                   for m in case["messages"]), case["messages"]
+        assert 'allow_torch_ops = ["torch.mul"]' in " ".join(case["messages"])
+    code, rec = verify_json(cli, make_project(kernels.TORCH_DOES_THE_WORK, name="allowed",
+                                              toml=ONLY_CASES + 'allow_torch_ops = ["mul"]\n'))
+    assert code == 0, messages(rec)
+    assert all(c["checks"]["torch_ops"] == "passed" for c in tuned(rec))
+
+
+def test_outputs_a_kernel_wrote_and_torch_finished_pass(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.TORCH_FINISHES, toml=ONLY_CASES))
+    assert code == 0, messages(rec)
+    assert all(c["checks"]["torch_ops"] == "passed" for c in tuned(rec))
+
+
 @pytest.mark.slow
 def test_launches_are_counted_per_call(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.GOOD, toml=ONLY_CASES))

@@ -11,6 +11,8 @@ overrides what it names:
     interpret_timeout_s = 300    # the same under the Triton interpreter, which ignores timeout_s
     interpret_max_elements = 4194304   # larger cases are skipped in the interpreter
     require_triton = true        # false: a kernel_fn that launches no Triton kernel may pass
+    allow_torch_ops = false      # true, or a list (["torch.add", "torch.sum"]): an output torch computed
+                                 # with these functions, no Triton kernel's data in it, may pass
     generated_cases = true       # false: no edge-shape cases derived from CASES
     max_generated_cases = 8      # at most this many generated cases per project
     fixed_params = []            # parameters the generated cases keep as they are (["k"] for a top-k)
@@ -123,6 +125,7 @@ class VerifyConfig:
     interpret_timeout_s: float = 300.0
     interpret_max_elements: int = 1 << 22
     require_triton: bool = True
+    allow_torch_ops: bool | list[str] = False  # True, or the torch functions allowed ("torch.add", "add")
     generated_cases: bool = True
     max_generated_cases: int = 8
     fixed_params: list[str] = field(default_factory=list)
@@ -217,6 +220,13 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
             raise ConfigError(path, f"{name}.{key}", f"unknown key; known: {', '.join(known)}")
         if cls is VerifyConfig and key in COMPAT_KEYS:
             kwargs[key] = _compat_mode(value, f"{name}.{key}", path)
+            continue
+        if cls is VerifyConfig and key == "allow_torch_ops":
+            if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) and v
+                                                                                    for v in value)):
+                raise ConfigError(path, f"{name}.{key}", "expected true, false or a list of torch function names "
+                                                         f"(\"torch.add\", \"torch.nn.functional.softmax\"), got {value!r}")
+            kwargs[key] = value if isinstance(value, bool) else list(value)
             continue
         if cls is VerifyConfig and key == "fixed_params":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

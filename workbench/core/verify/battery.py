@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -54,6 +55,7 @@ from .tensors import (
     tensors_only,
 )
 from .torchmodes import PrefillEmpty
+from .torchops import TorchOpRecorder
 
 Emit = Callable[[Event], None]
 
@@ -94,9 +96,11 @@ class Verifier:
 
     # -- running user code ------------------------------------------------------------
 
-    def _call_kernel(self, inputs: list[Any], fill: str, case: Case, config_label: str) -> Any:
+    def _call_kernel(self, inputs: list[Any], fill: str, case: Case, config_label: str,
+                     recorder: TorchOpRecorder | None = None) -> Any:
+        """kernel_fn(*inputs), its allocations filled with `fill`; under `recorder` (torchops.py) when given."""
         try:
-            with PrefillEmpty(fill):
+            with PrefillEmpty(fill), (recorder or nullcontext()):
                 out = self.km.kernel_fn(*inputs)
             synchronize()
             return out
@@ -118,6 +122,12 @@ class Verifier:
                                                  case.index))
                 raise RunAborted() from exc
             raise
+
+    def _torch_op_recorder(self) -> TorchOpRecorder | None:
+        """A recorder of the torch ops behind each output, unless every op is allowed or torch may do it all."""
+        if self.config.allow_torch_ops is True or not self.config.require_triton:
+            return None
+        return TorchOpRecorder()
 
     def _is_compile_error(self, exc: BaseException) -> bool:
         if is_compilation_error(exc):
@@ -232,8 +242,11 @@ class Verifier:
         first = owned(first)  # an output that is an input would change when the inputs are restored
         restore_inputs(inputs, originals)
         LaunchCounter.reset()
+        # The torch ops are followed in the second call: the autotuner timed its configs in the first
+        # (each of those launches would be compared byte for byte around it).
+        recorder = self._torch_op_recorder()
         try:
-            second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, ""))
+            second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, "", recorder))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -241,6 +254,10 @@ class Verifier:
         # The second call's count (the first may include the autotuner's timing runs); a kernel_fn that
         # launched on its first call only (a cache) is still a Triton kernel: the repeat calls judge it.
         data.launches = LaunchCounter.count or launches_first
+        if recorder is not None:
+            data.torch_ops = recorder.computed_by_torch(second.tensors, second.names)
+            data.torch_ops_unknown = recorder.unknown
+            del recorder  # the storages it kept alive
         second = owned(second)
         data.first, data.second, data.names = first.tensors, second.tensors, first.names
         data.mutation_hints = autotune_mutation_hints(self.autotuners)

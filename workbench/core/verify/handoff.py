@@ -114,6 +114,10 @@ class CaseData:
     after: list[Any] = field(default_factory=list)  # the same inputs after the first run
     aliases: list[str] = field(default_factory=list)  # "output[0] and input #1": outputs sharing an input's memory
     launches: int | None = None  # Triton kernel launches in one call of kernel_fn (None: not counted)
+    # outputs torch computed with no Triton kernel's data in them: "output[0]: aten.add.Tensor, aten.mul.Tensor"
+    # (verify/torchops.py); torch_ops_unknown: why they were not followed ("": they were, or not asked)
+    torch_ops: list[str] = field(default_factory=list)
+    torch_ops_unknown: str = ""
     extra_runs: list[ExtraRun] = field(default_factory=list)
     mutation_hints: list[str] = field(default_factory=list)  # notes for a case that fails having changed an input
     checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)

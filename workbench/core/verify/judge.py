@@ -48,6 +48,7 @@ from ..events import CaseResult
 from ..project.config import Tolerance, VerifyConfig
 from .compare import compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
+from .torchops import base_name
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
@@ -81,6 +82,7 @@ class Judge:
         self._outputs(result, data)
         mutated = self._inputs(result, data)
         self._launches(result, data)
+        self._torch_ops(result, data)
         self._extra_runs(result, data)
         if weak_inputs and not data.config and not data.generated and not data.sampled_from:
             self._weak_inputs(result, data)
@@ -214,6 +216,35 @@ class Judge:
         else:
             result.checks["triton_launched"] = "passed"
 
+    def _torch_ops(self, result: CaseResult, data: CaseData) -> None:
+        """Outputs torch computed, with no Triton kernel's data in them (verify/torchops.py)."""
+        if data.config or data.phase:
+            return  # followed in the case's second call only
+        if data.torch_ops_unknown:
+            result.checks["torch_ops"] = f"skipped: {data.torch_ops_unknown}"
+            return
+        if data.launches == 0:
+            return  # "no Triton kernel launched" says it
+        if self.config.allow_torch_ops is True or not self.config.require_triton:
+            result.checks["torch_ops"] = "skipped: " + ("allow_torch_ops = true" if self.config.allow_torch_ops is True
+                                                        else "require_triton = false")
+            return
+        found = []
+        for line in data.torch_ops:
+            output, _, ops = line.partition(": ")
+            refused = [op for op in ops.split(", ") if op and not allows_torch_op(self.config, op)]
+            if refused:
+                found.append((output, refused))
+        if not found:
+            result.checks["torch_ops"] = "passed" if data.launches is not None else "skipped: not followed"
+            return
+        ops = sorted({op for _, refused in found for op in refused})
+        where = "; ".join(f"{output} with {', '.join(refused)}" for output, refused in found)
+        allow = ", ".join(f'"{op}"' for op in ops)
+        result.messages.append(f"kernel_fn computed with torch ops: {where} (no Triton kernel wrote any of it); "
+                               f"if torch is meant to, [verify] allow_torch_ops = [{allow}]")
+        result.checks["torch_ops"] = "failed"
+
     def _extra_runs(self, result: CaseResult, data: CaseData) -> None:
         first_call_failed = bool(result.messages)
         for run in data.extra_runs:
@@ -335,6 +366,13 @@ def no_tolerance(dtype: str) -> str:
 
 def dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).replace("torch.", "")
+
+
+def allows_torch_op(config: VerifyConfig, name: str) -> bool:
+    """torch.add is allowed by allow_torch_ops = true, ["torch.add"], ["add"], ["add_"] or ["aten.add"]."""
+    if isinstance(config.allow_torch_ops, bool):
+        return config.allow_torch_ops
+    return any(allowed == name or base_name(allowed) == base_name(name) for allowed in config.allow_torch_ops)
 
 
 def main_dtype(inputs: list[Any], outputs: list[torch.Tensor]) -> str:
