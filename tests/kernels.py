@@ -144,6 +144,11 @@ MISSING_MASK = kernel_source(kernel=KERNEL.replace(
     "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
     "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty))"))
 
+# Loads masked, the store not: on a GPU its stores past the end land beside the output.
+STORE_UNMASKED = kernel_source(kernel=KERNEL.replace(
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)",
+    "tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty))"))
+
 # -- kernels that look right and are not (issue #9) ------------------------------------------
 
 # Wrong (x * 3), and at import it patches every comparison it can reach in its own process.

@@ -57,6 +57,30 @@ def test_an_output_torch_computed_fails_with_the_ops_named(cli, make_project):
     assert all(c["checks"]["torch_ops"] == "passed" for c in tuned(rec))
 
 
+def test_a_store_past_the_end_of_an_output_is_caught_in_the_guard_margin(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.STORE_UNMASKED))
+    assert code == 1
+    case = next(c for c in tuned(rec) if c["label"].startswith("n=65") and "float16" not in c["label"])
+    assert case["generated"] and case["checks"]["out_of_bounds"] == "failed"
+    # BLOCK = 64 (the interpreter's autotuner keeps its first config): two blocks, 128 lanes, 65 elements
+    assert case["messages"][0] == ("out-of-bounds store: 63 elements after the end of output were written "
+                                   "(a missing or wrong mask on a store?)")
+    exact = next(c for c in tuned(rec) if c["case_index"] == 2)  # n=4097: 64 * 65 - 4097 = 63 again
+    assert exact["checks"]["out_of_bounds"] == "failed"
+    fits = next(c for c in tuned(rec) if c["label"] == "n=1")
+    assert fits["checks"]["out_of_bounds"] == "failed"  # 63 lanes past a 1-element output
+    code, rec = verify_json(cli, make_project(kernels.STORE_UNMASKED, name="unguarded",
+                                              toml="[verify]\nguard_regions = false\n"))
+    assert all(c["checks"]["out_of_bounds"] == "skipped: guard_regions = false" for c in tuned(rec))
+
+
+def test_a_load_past_the_end_is_reported_by_the_interpreters_check_not_the_margin(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.MISSING_MASK))
+    assert code == 1
+    messages_ = [m for c in failing(rec) for m in c["messages"]]
+    assert any(m.startswith("kernel_fn raised") and "out-of-bounds load" in m for m in messages_), messages_
+
+
 def test_outputs_a_kernel_wrote_and_torch_finished_pass(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.TORCH_FINISHES, toml=ONLY_CASES))
     assert code == 0, messages(rec)

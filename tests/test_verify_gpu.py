@@ -93,8 +93,7 @@ def test_a_loss_launcher_with_a_logger_and_item_is_correct_and_says_why_it_does_
 
 @pytest.mark.parametrize("name", sorted(kernels_libraries.BROKEN))
 def test_the_broken_kernels_beside_them_fail_on_the_gpu_too(cli, make_project, name):
-    if name == "shapes_unmasked":
-        pytest.skip("an unmasked kernel whose stray accesses leave the numbers right: `workbench sanitize`'s to find")
+    # shapes_unmasked: its stray stores land in the guard margins, its stray loads read NaN from them
     code, rec = verify_json(cli, make_project(kernels_libraries.BROKEN[name], name=name))
     assert code == 1
 
@@ -128,3 +127,30 @@ def test_asking_whether_a_call_syncs_leaves_no_prototype_warning_in_the_log():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "prototype" not in done.stderr, done.stderr
+
+
+# -- issue 24: misses a GPU would let through ------------------------------------------------------------
+
+def test_an_unmasked_store_fails_on_the_gpu_with_the_margin_it_wrote(cli, make_project):
+    """On a GPU the stores past the end land in the allocator's slack; the guard margin catches them."""
+    code, rec = verify_json(cli, make_project(kernels.STORE_UNMASKED))
+    assert code == 1
+    generated = [c for c in rec["cases"] if c["generated"] and not c["config"] and c["status"] != "skipped"]
+    assert generated and all(c["checks"]["out_of_bounds"] == "failed" for c in generated
+                             if c["label"].startswith(("n=65", "n=63", "n=67"))), generated
+    assert any("elements after the end of output were written" in m for c in generated for m in c["messages"])
+
+
+def test_an_unmasked_kernel_fails_on_the_gpu_as_under_the_interpreter(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.MISSING_MASK))
+    assert code == 1
+    assert any(c["status"] in ("failed", "error") for c in rec["cases"] if c["generated"])
+
+
+def test_torch_doing_the_work_fails_on_the_gpu(cli, make_project):
+    code, rec = verify_json(cli, make_project(kernels.TORCH_DOES_THE_WORK, toml=ONLY_CASES))
+    assert code == 1
+    tuned = [c for c in rec["cases"] if not c["config"]]
+    assert all(c["checks"]["torch_ops"] == "failed" for c in tuned), [c["checks"] for c in tuned]
+    code, rec = verify_json(cli, make_project(kernels.TORCH_FINISHES, name="finishes", toml=ONLY_CASES))
+    assert code == 0, [(c["label"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]

@@ -17,6 +17,7 @@ overrides what it names:
     max_generated_cases = 8      # at most this many generated cases per project
     fixed_params = []            # parameters the generated cases keep as they are (["k"] for a top-k)
     repeat_calls = true          # false: no extra calls on fresh inputs / recycled addresses
+    guard_regions = true         # false: inputs and allocations without guard margins (out-of-bounds stores)
     torch_compile = "check"      # on a GPU: kernel_fn under torch.compile(fullgraph=True), reported;
                                  # "require": a failure fails the verdict; false / "off": not run
     cuda_graph = "check"         # on a GPU: kernel_fn captured into a CUDA graph and replayed (as above)
@@ -130,6 +131,7 @@ class VerifyConfig:
     max_generated_cases: int = 8
     fixed_params: list[str] = field(default_factory=list)
     repeat_calls: bool = True
+    guard_regions: bool = True  # inputs and torch.empty* allocations inside margins checked after each call
     torch_compile: str = "check"  # COMPAT_MODES
     cuda_graph: str = "check"
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))

@@ -36,6 +36,7 @@ from ..verdict import GPU_ONLY_KIND
 from .compat import compat_runs
 from .edge_cases import first_case_per_dtype
 from .failures import interpreter_cannot_run, is_refusal
+from .guards import Guards
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
@@ -97,10 +98,11 @@ class Verifier:
     # -- running user code ------------------------------------------------------------
 
     def _call_kernel(self, inputs: list[Any], fill: str, case: Case, config_label: str,
-                     recorder: TorchOpRecorder | None = None) -> Any:
-        """kernel_fn(*inputs), its allocations filled with `fill`; under `recorder` (torchops.py) when given."""
+                     recorder: TorchOpRecorder | None = None, guards: Guards | None = None) -> Any:
+        """kernel_fn(*inputs), its allocations filled with `fill`; under `recorder` (torchops.py) and inside
+        `guards`' margins (guards.py) when given."""
         try:
-            with PrefillEmpty(fill), (recorder or nullcontext()):
+            with PrefillEmpty(fill, guards), (recorder or nullcontext()):
                 out = self.km.kernel_fn(*inputs)
             synchronize()
             return out
@@ -219,6 +221,19 @@ class Verifier:
             data.notes.append(f"inputs hold more than {limit} elements: too large for the interpreter "
                               "([verify] interpret_max_elements)")
             return [self.deliver(data)]
+        guards = Guards() if self.config.guard_regions else None
+        try:
+            return self._verify_case(case, inputs, data, guards, start)
+        finally:
+            if guards is not None:
+                guards.close()
+
+    def _verify_case(self, case: Case, inputs: list[Any], data: CaseData, guards: Guards | None,
+                     start: float) -> list[CaseResult]:
+        if guards is not None:
+            inputs = guards.guard_inputs(inputs)
+        else:
+            data.checks["out_of_bounds"] = "skipped: guard_regions = false"
         originals = clone_inputs(inputs)
         reference = self._reference_or_skip(inputs, case, data)
         if reference is None:
@@ -231,12 +246,14 @@ class Verifier:
         data.native = [] if native is None else native.tensors
         LaunchCounter.reset()
         try:
-            first = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
+            first = flatten_outputs(self._call_kernel(inputs, "nan", case, "", guards=guards))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
             return [self.deliver(self._error_data(data, case, exc, start, launched=LaunchCounter.count))]
         launches_first = LaunchCounter.count
+        if guards is not None:
+            data.out_of_bounds = guards.check(first.tensors, first.names)
         data.after = tensors_only(clone_inputs(inputs))
         data.aliases = shared_memory(first, inputs, reference_aliases)
         first = owned(first)  # an output that is an input would change when the inputs are restored
@@ -246,11 +263,13 @@ class Verifier:
         # (each of those launches would be compared byte for byte around it).
         recorder = self._torch_op_recorder()
         try:
-            second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, "", recorder))
+            second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, "", recorder, guards))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
             return [self.deliver(self._error_data(data, case, exc, start, "second run", launched=1))]
+        if guards is not None:
+            data.out_of_bounds += [m for m in guards.check(second.tensors, second.names) if m not in data.out_of_bounds]
         # The second call's count (the first may include the autotuner's timing runs); a kernel_fn that
         # launched on its first call only (a cache) is still a Triton kernel: the repeat calls judge it.
         data.launches = LaunchCounter.count or launches_first
@@ -268,7 +287,7 @@ class Verifier:
         data.duration_s = time.perf_counter() - start
         results = [self.deliver(data)]
         if not case.generated:
-            results += self._verify_each_config(case, inputs, originals, reference.outputs, data)
+            results += self._verify_each_config(case, inputs, originals, reference.outputs, data, guards)
         return results
 
     def _reference_or_skip(self, inputs: list[Any], case: Case, data: CaseData) -> "Reference | None":
@@ -369,7 +388,7 @@ class Verifier:
         return data
 
     def _verify_each_config(self, case: Case, inputs: list[Any], originals: list[Any],
-                            ref: Outputs, tuned: CaseData) -> list[CaseResult]:
+                            ref: Outputs, tuned: CaseData, guards: Guards | None = None) -> list[CaseResult]:
         """Force every config of every autotuned kernel in turn; the tuner's own pick ran above."""
         results = []
         for name, tuner in self.autotuners.items():
@@ -388,13 +407,17 @@ class Verifier:
                                     expected_dtypes=tuned.expected_dtypes, before=tensors_only(originals))
                     LaunchCounter.reset()
                     try:
-                        out = flatten_outputs(self._call_kernel(inputs, "nan", case, label))
+                        out = flatten_outputs(self._call_kernel(inputs, "nan", case, label, guards=guards))
                     except ContextPoisoned:
                         raise
                     except BaseException as exc:  # noqa: BLE001
+                        if guards is not None:
+                            guards.release()
                         results.append(self.deliver(self._error_data(data, case, exc, start,
                                                                      launched=LaunchCounter.count)))
                         continue
+                    if guards is not None:
+                        data.out_of_bounds = guards.check(out.tensors, out.names)
                     # No second run per config: unwritten elements show as NaN mismatches.
                     out = owned(out)
                     # A forced config that launched nothing (kernel_fn cached its result) is the repeat

@@ -117,6 +117,7 @@ class CaseData:
     # outputs torch computed with no Triton kernel's data in them: "output[0]: aten.add.Tensor, aten.mul.Tensor"
     # (verify/torchops.py); torch_ops_unknown: why they were not followed ("": they were, or not asked)
     torch_ops: list[str] = field(default_factory=list)
+    out_of_bounds: list[str] = field(default_factory=list)  # stores found in the guard margins (verify/guards.py)
     torch_ops_unknown: str = ""
     extra_runs: list[ExtraRun] = field(default_factory=list)
     mutation_hints: list[str] = field(default_factory=list)  # notes for a case that fails having changed an input

@@ -379,9 +379,12 @@ def _fix_reductions(interpreter: Any, tl: Any) -> bool:
 
 
 class _LaunchMemory:
-    """The byte ranges of the current launch's tensor arguments: (start, end, name, element size)."""
+    """The byte ranges of the current launch's tensor arguments: (start, end, name, element size), for stores
+    and for loads. A tensor inside guard margins (guards.py) may store into them (the guards report it, as
+    on a GPU); its loads are held to the tensor's own span."""
 
     ranges: list[tuple[int, int, str, int]] = []
+    load_ranges: list[tuple[int, int, str, int]] = []
 
 
 def _check_bounds(interpreter: Any, tl: Any) -> bool:
@@ -396,18 +399,23 @@ def _check_bounds(interpreter: Any, tl: Any) -> bool:
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         named = list(zip(getattr(self, "arg_names", []), args_hst)) + list(kwargs_hst.items())
-        ranges = []
+        from .guards import GUARDED_SPANS
+
+        ranges, load_ranges = [], []
         for name, arg in named:
             storage = getattr(arg, "untyped_storage", None)
             if storage is None:
                 continue
             st = storage()
-            ranges.append((st.data_ptr(), st.data_ptr() + st.nbytes(), name, arg.element_size()))
-        _LaunchMemory.ranges = ranges
+            whole = (st.data_ptr(), st.data_ptr() + st.nbytes())
+            ranges.append((*whole, name, arg.element_size()))
+            load_ranges.append((*GUARDED_SPANS.get(st.data_ptr(), whole), name, arg.element_size()))
+        _LaunchMemory.ranges, _LaunchMemory.load_ranges = ranges, load_ranges
         return args_hst, kwargs_hst
 
     def check(kind: str, ptrs: Any, mask: Any) -> None:
-        if not _LaunchMemory.ranges:
+        ranges = _LaunchMemory.load_ranges if kind == "load" else _LaunchMemory.ranges
+        if not ranges:
             return
         addresses = ptrs.data.astype(np.uint64)
         active = np.broadcast_to(mask.data.astype(bool), addresses.shape)
@@ -416,14 +424,13 @@ def _check_bounds(interpreter: Any, tl: Any) -> bool:
             return
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         inside = np.zeros(wanted.shape, dtype=bool)
-        for start, end, _, _ in _LaunchMemory.ranges:
+        for start, end, _, _ in ranges:
             inside |= (wanted >= start) & (wanted + size <= end)
         if inside.all():
             return
         bad = wanted[~inside]
         first = int(bad[0])
-        start, end, name, esize = min(_LaunchMemory.ranges,
-                                      key=lambda r: min(abs(first - r[0]), abs(first - r[1])))
+        start, end, name, esize = min(ranges, key=lambda r: min(abs(first - r[0]), abs(first - r[1])))
         index = (first - start) // max(esize, 1)
         raise OutOfBoundsAccess(
             f"out-of-bounds {kind}: {bad.size} of {wanted.size} active lanes outside every tensor argument; "

@@ -82,6 +82,7 @@ class Judge:
         self._outputs(result, data)
         mutated = self._inputs(result, data)
         self._launches(result, data)
+        self._out_of_bounds(result, data)
         self._torch_ops(result, data)
         self._extra_runs(result, data)
         if weak_inputs and not data.config and not data.generated and not data.sampled_from:
@@ -215,6 +216,16 @@ class Judge:
                 result.checks["triton_launched"] = "skipped: require_triton = false"
         else:
             result.checks["triton_launched"] = "passed"
+
+    def _out_of_bounds(self, result: CaseResult, data: CaseData) -> None:
+        """Stores the guard margins caught (verify/guards.py)."""
+        if "out_of_bounds" in result.checks:
+            return  # skipped, and said why
+        if data.out_of_bounds:
+            result.messages[:0] = data.out_of_bounds
+            result.checks["out_of_bounds"] = "failed"
+        else:
+            result.checks["out_of_bounds"] = "passed"
 
     def _torch_ops(self, result: CaseResult, data: CaseData) -> None:
         """Outputs torch computed, with no Triton kernel's data in them (verify/torchops.py)."""

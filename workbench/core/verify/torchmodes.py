@@ -5,7 +5,8 @@
   runs unchanged.
 - `PrefillEmpty`: outputs the kernel allocates with torch.empty* come back
   filled with a poison value (NaN, or a sentinel), so an element the kernel
-  never writes cannot pass by luck.
+  never writes cannot pass by luck; in verification, inside guard margins
+  too (guards.py), so a store past their end shows.
 """
 
 from __future__ import annotations
@@ -52,13 +53,17 @@ def poison_value(dtype: torch.dtype, kind: str) -> float | int | bool | None:
 
 
 class PrefillEmpty(TorchFunctionMode):
-    def __init__(self, kind: str = "nan"):
+    """`guards` (verify/guards.Guards): each allocation is also moved inside guard margins."""
+
+    def __init__(self, kind: str = "nan", guards: Any = None):
         super().__init__()
-        self.kind = kind
+        self.kind, self.guards = kind, guards
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         if func in _EMPTY_FUNCS and isinstance(result, torch.Tensor) and result.numel():
+            if self.guards is not None:
+                result = self.guards.allocate(result)
             value = poison_value(result.dtype, self.kind)
             if value is not None:
                 with torch.no_grad():
