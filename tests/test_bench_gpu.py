@@ -175,6 +175,10 @@ def test_bench_end_to_end(cli, make_project, cache_dir):
                                                                           "BLOCK=128, num_warps=4, num_stages=3"}
     assert record["bench_summary"].startswith("bench 1 case")
     assert any(c["case_index"] == 3 and c["status"] == "passed" for c in record["cases"])
+    # a correct kernel is posted: one launch per timed call, as on a copy of the inputs it had not seen,
+    # its inputs rotated through 4 sets (4 MiB each: copies fit), a rate under the copy ceiling
+    assert row["withheld"] == "" and row["timed_launches_per_call"] == 1 and row["checked_launches"] == 1
+    assert row["input_sets"] == 4 and row["gbps"] < facts["copy_gbps"] * 1.1
 
 
 def test_torch_compiles_time_is_kept_across_runs_until_asked_again(cli, make_project, cache_dir):
@@ -293,3 +297,88 @@ def test_compile_only_compiles_every_config_and_launches_nothing(make_project, t
     tuner = km.module.scale_kernel
     assert not tuner.cache  # no pick: the benchmark makes it, alone on the GPU
     torch.testing.assert_close(km.kernel_fn(x), x * 2)  # outside the block, launches are real again
+
+
+# Hands back the output it made for the same tensor, unchanged since (its address, its version counter), and
+# launches nothing: right on every call verification makes (fresh tensors, or the same ones refilled in place,
+# which bumps the version), while the benchmark's timed calls, on unchanged inputs, would time no kernel.
+KEEPS_ITS_OUTPUTS = kernels.kernel_source(launcher='''
+_kept = {}
+
+
+def scale(x):
+    key = (x.data_ptr(), x._version)
+    hit = _kept.get(key)
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    _kept[key] = (x, out)
+    return out
+''')
+
+
+def test_a_launcher_that_keeps_its_outputs_posts_no_time(cli, make_project, cache_dir):
+    project = make_project(KEEPS_ITS_OUTPUTS, toml=QUICK.format(compile="false") + NO_COMPAT)
+    code, out, err = cli("bench", project, "--json", "--no-plot")
+    assert code == 0, out  # it verifies: the verdict is the verification's, the time is what is refused
+    record = json.loads(out)["projects"][0]
+    (row,) = record["bench"]
+    assert row["recheck"] == "passed" and row["kernel"] is None and row["median_ms"] is None
+    assert row["timed_launches_per_call"] == 0 and row["checked_launches"] == 1 and row["input_sets"] >= 2
+    assert row["withheld"] == "timed calls launched 0 Triton kernels per call; the checked call launched 1"
+    assert any(n.startswith("timed calls launched 0 Triton kernels per call; the checked call launched 1: "
+                            "the kernel's time is not posted") for n in row["notes"]), row["notes"]
+    assert row["gbps"] is None and row["speedup_vs_reference"] is None
+    assert row["reference"]["median_ms"] > 0  # the baselines are still timed
+    assert "TIME NOT POSTED on case 3" in record["bench_summary"]
+
+
+# Keeps the output of its last call only: the timed calls go through several copies of the inputs in turn,
+# so it launches on every one of them and its time is a real one.
+KEEPS_ITS_LAST_OUTPUT = kernels.kernel_source(launcher='''
+_last = []
+
+
+def scale(x):
+    if _last and _last[0] is x and _last[1] == x._version:
+        return _last[2]
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    _last[:] = [x, x._version, out]
+    return out
+''')
+
+
+def test_rotated_inputs_make_a_launcher_keeping_its_last_output_launch_every_call(cli, make_project, cache_dir):
+    project = make_project(KEEPS_ITS_LAST_OUTPUT, toml=QUICK.format(compile="false") + NO_COMPAT)
+    code, out, err = cli("bench", project, "--json", "--no-plot")
+    assert code == 0, out
+    (row,) = json.loads(out)["projects"][0]["bench"]
+    assert row["input_sets"] >= 2 and row["timed_launches_per_call"] == 1 and row["withheld"] == ""
+    assert row["median_ms"] > 1e-3 and row["kernel"]["samples"] >= 30  # 8 MiB through HBM: microseconds
+
+
+CLAIMS_100X_BYTES = kernels.GOOD + '''
+
+
+def bytes_moved(x):
+    return 100 * 2 * x.numel() * x.element_size()  # x read and the output written: a hundred times over
+'''
+
+
+def test_a_bytes_moved_past_the_copy_ceiling_is_implausible(cli, make_project, cache_dir):
+    project = make_project(CLAIMS_100X_BYTES, toml=QUICK.format(compile="false"))
+    code, out, err = cli("bench", project, "--json", "--no-plot")
+    assert code == 0, out
+    record = json.loads(out)["projects"][0]
+    (row,) = record["bench"]
+    assert row["bytes_source"] == "bytes_moved() in kernel.py" and row["bytes_moved"] == 100 * 2 * (1 << 20) * 4
+    assert row["recheck"] == "passed" and row["kernel"] is None and row["gbps"] is None
+    assert row["timed_launches_per_call"] == 1  # it launches: the figure, not the work, is what is wrong
+    assert row["withheld"].startswith("implausible: ") and "TB/s ceiling" in row["withheld"]
+    note = next(n for n in row["notes"] if n.startswith("implausible: "))
+    assert "(bytes from bytes_moved() in kernel.py)" in note and "not posted" in note
+    assert "TIME NOT POSTED on case 3" in record["bench_summary"]

@@ -359,7 +359,8 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
     rows = [header]
     for r in results:
         k = r.kernel
-        kernel_cell = "RE-CHECK FAILED" if r.recheck.startswith("failed") else fmt_timing(k)
+        kernel_cell = "RE-CHECK FAILED" if r.recheck.startswith("failed") else "NOT POSTED" if r.withheld \
+            else fmt_timing(k)
         row = (str(r.case_index), r.label, kernel_cell, f"{relative_spread(k):.1%}" if k else MISSING,
                str(k.samples) if k else MISSING,
                fmt_timing(r.reference), fmt_timing(r.compiled), fmt_speedup(r.speedup_vs_reference),

@@ -227,6 +227,12 @@ class BenchResult(Event):
     compiled_reused: bool = False  # `compiled` is a time measured by an earlier run (its note says when)
     gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult
     phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of the case's steps, in order
+    # Why the kernel's measured time is not posted ("": it is, or the recheck failed): the timed calls launched
+    # fewer Triton kernels than a checked call, or a rate past this GPU's ceilings (timing/plausible.py).
+    withheld: str = ""
+    timed_launches_per_call: float | None = None  # Triton launches per timed call, capture included (None: not counted)
+    checked_launches: int | None = None  # Triton launches of one call on inputs it had not seen before
+    input_sets: int | None = None  # input sets the timed calls went through in turn (the inputs and their copies)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":

@@ -1,6 +1,7 @@
 """Timing a verified kernel, run inside a worker: the benchmark stage (bench), CUDA-event and
 CUDA-graph timers with L2 flushing (timers), medians, spreads and units (stats), GPU facts and
-measured ceilings cached per GPU (device), what each autotuner tried and picked (autotune), and a
-witness that nothing compiles inside a timed region (compilewatch). May import the base layer,
-project/ and verify/; never run/ or live/.
+measured ceilings cached per GPU (device), what each autotuner tried and picked (autotune), a
+witness that nothing compiles inside a timed region (compilewatch), the input copies the timed calls
+go through and their counted launches (rotation), and when a measured time is not posted
+(plausible). May import the base layer, project/ and verify/; never run/ or live/.
 """

@@ -4,10 +4,13 @@ Runs in a GPU worker, after the verify stage of the same job. For each benchmark
 case: fresh inputs; the kernel checked against the reference before timing (the
 first call compiles and autotunes, outside any timed region; the judge's check
 runs while the kernel is timed, and a time is posted only if it passed); the
-kernel, the reference and torch.compile(reference) timed by `timers.measure`;
+kernel, the reference and torch.compile(reference) timed by `timers.measure`
+(the kernel over several copies of its inputs in turn, its Triton launches
+counted: fewer per call than a call on a copy it had not seen posts no time);
 the kernel checked again after its timed calls (right once and wrong under
-repetition posts no time); bytes and FLOPs against this GPU's measured ceilings.
-Each result says where its case's time went (BenchResult.phases).
+repetition posts no time); bytes and FLOPs against this GPU's measured ceilings
+(a rate past them posts no time: plausible.py). Each result says where its
+case's time went (BenchResult.phases).
 
 Large benchmark shapes can be too big for a float64 reference: it falls back to
 float32 (still far more precise than the fp16/bf16 kernels such shapes usually
@@ -46,6 +49,7 @@ from ..verify.battery import Reference, Verifier
 from ..verify.compat import GraphCaptureBroke
 from ..verify.handoff import CaseData
 from ..verify.judge import judge_outputs
+from ..verify.launches import LaunchCounter
 from ..verify.tensors import (
     Outputs,
     clone_inputs,
@@ -57,6 +61,23 @@ from ..verify.tensors import (
 from .autotune import AutotuneRecorder
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
+from .plausible import (
+    NOT_POSTED,
+    affordable_sets,
+    flops_ceiling_factor,
+    implausible_rates,
+    launch_refusal,
+    launches_per_call,
+    rotation_note,
+)
+from .rotation import (
+    Rotation,
+    TuningLaunches,
+    copy_inputs,
+    input_storage_bytes,
+    probe_launches,
+    why_not_copied,
+)
 from .stats import (
     BYTES_FROM_KERNEL,
     BYTES_LOWER_BOUND,
@@ -276,7 +297,10 @@ class CaseBencher:
         if self.autotuners:
             self.wait_for_gpu()  # the autotuner times its configs: alone on the GPU
             phases.done("waiting for the GPU")
-        with AutotuneRecorder(self.autotuners) as recorder:
+        LaunchCounter.install()
+        # TuningLaunches first: the recorder's wrap of each tuner then calls its count.
+        with TuningLaunches() as tuning, AutotuneRecorder(self.autotuners) as recorder:
+            launched_before = LaunchCounter.count
             try:
                 first = self.checker.call(inputs, case)  # compiles and autotunes: outside every timed region
             except (RunAborted, ContextPoisoned):
@@ -284,6 +308,7 @@ class CaseBencher:
             except Exception as exc:  # noqa: BLE001 - the kernel refuses this case
                 self.checker.error(case, exc, "benchmark case")
                 return
+            first_launches = max(0, LaunchCounter.count - launched_before - tuning.launches)
         for report in recorder.reports(case.index):
             self.emit(report)
         phases.done("first call (compile, autotune)")
@@ -296,28 +321,74 @@ class CaseBencher:
         self._amounts(result, inputs, first)
         del first
         phases.done("sample for the judge")
-
-        def kernel_call() -> Any:
-            return self.km.kernel_fn(*inputs)
-
         try:
-            measured = measure(kernel_call, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
+            rotation = self._rotation(result, inputs, originals, first_launches)
+            phases.done("input copies, a counted call on each")
+            launched_before = LaunchCounter.count
+            measured = measure(rotation, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
+            launched = LaunchCounter.count - launched_before
         finally:
             verdict = pending.result()  # a failure is reported before whatever the timing raised
+        calls = rotation.calls
+        del rotation  # the copies
         phases.done("timing (the judge checking meanwhile)")
         if verdict.status != "passed":
             return  # a wrong kernel's time is never posted
         result.dtype = verdict.dtype
         result.kernel, result.notes = measured.timing, result.notes + measured.notes
+        per_call = launches_per_call(launched, calls)
+        result.timed_launches_per_call = round(per_call, 4) if per_call is not None else None
         state = gpu_state(device_uuid())
         result.sm_clock_mhz, result.temperature_c = state.sm_clock_mhz, state.temperature_c
         self._recheck(result, case, inputs, originals, ref)
         phases.done("recheck after timing")
+        if result.recheck == "passed":
+            withhold(result, launch_refusal(launched, calls, result.checked_launches))
         self._time_baselines(result, case, inputs, originals)
         phases.done("baselines")
         self._derive(result)
+        if result.kernel is not None:
+            for why in implausible_rates(result.gbps, self.facts.copy_gbps, result.bytes_source, result.tflops,
+                                         self.facts.matmul_tflops, result.flops_source,
+                                         flops_ceiling_factor(element_bits(inputs))):
+                if why.endswith(NOT_POSTED):
+                    withhold(result, why)
+                else:
+                    result.notes.append(why)
+            if result.kernel is None:
+                self._derive(result)  # no time, no rates or speed-ups from it
         result.phases = phases.seconds
         self.emit(result)
+
+    def _rotation(self, result: BenchResult, inputs: list[Any], originals: list[Any] | None,
+                  first_launches: int) -> Rotation:
+        """The timed calls' input sets: the inputs and, where memory allows, copies of them (a result kept by
+        input address or identity then misses), each copy called once with its launches counted
+        (result.checked_launches: what one call launches, for the timed calls to match)."""
+        if originals is not None:
+            restore_inputs(inputs, originals)  # every set starts from get_inputs' values
+        nbytes = input_storage_bytes(inputs)
+        why_not = why_not_copied(inputs)
+        free = free_device_bytes()
+        sets = 1 if why_not else affordable_sets(nbytes, free)
+        copies: list[list[Any]] = []
+        if sets > 1:
+            try:
+                copies = [copy_inputs(inputs) for _ in range(sets - 1)]
+            except torch.cuda.OutOfMemoryError:
+                copies = []
+                torch.cuda.empty_cache()
+                why_not = "copying them ran out of device memory"
+        note = rotation_note(len(copies) + 1, nbytes, free, why_not)
+        if note:
+            result.notes.append(note)
+        probed = probe_launches(self.km.kernel_fn, copies) if copies else []
+        synchronize()
+        # A call on a copy it has never seen launches what a call launches; without a copy (or where none
+        # counted anything), the first call's launches less those of its autotuning.
+        result.checked_launches = max(probed, default=0) or first_launches
+        result.input_sets = len(copies) + 1
+        return Rotation(self.km.kernel_fn, [inputs] + copies)
 
     def _recheck(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
                  ref: Reference) -> None:
@@ -423,6 +494,29 @@ class CaseBencher:
         result.compute_fraction = fraction(result.tflops, self.facts.matmul_tflops)
         result.speedup_vs_reference = speedup(result.reference, result.kernel)
         result.speedup_vs_compiled = speedup(result.compiled, result.kernel)
+
+
+def withhold(result: BenchResult, why: str) -> None:
+    """The kernel's time is measured but not posted, for `why` (nothing when `why` is empty)."""
+    if not why:
+        return
+    result.withheld = result.withheld or why.split(" (")[0].split(f": {NOT_POSTED}")[0]
+    result.notes.append(why)
+    result.kernel = None
+
+
+def element_bits(inputs: list[Any]) -> list[int]:
+    """The element width, in bits, of each tensor input (masks of bool aside: no tensor core multiplies them)."""
+    return [8 * x.element_size() for x in inputs if isinstance(x, torch.Tensor) and x.dtype != torch.bool]
+
+
+def free_device_bytes() -> int | None:
+    """Device memory the input copies may take: free on the device, plus what torch holds unused."""
+    try:
+        free, _ = torch.cuda.mem_get_info()
+        return int(free) + max(0, torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
+    except Exception:  # noqa: BLE001 - unknown: the inputs are not copied
+        return None
 
 
 def reference_key(km: KernelModule, case: Case, config: Any, device_name: str) -> str:

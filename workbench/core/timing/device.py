@@ -5,9 +5,10 @@ datasheet: the ceilings are measured once (the best of several streaming copies 
 buffer far past the L2, a large bf16 matrix product on random data), cached as JSON per
 GPU name with the date, the versions and the copy that won, and re-measured on request
 (`workbench doctor --measure`). A kernel reported above the copy ceiling beyond noise means
-the ceiling or the timing is wrong, not that the kernel is fast: the ceiling is the best of
-several copies, timed as kernels of its size are, and kernels moving only a few L2s of data
-are timed with the write-back they leave in L2 (timers.py).
+the bytes counted, the ceiling or the timing is wrong, not that the kernel is fast: the ceiling
+is the best of several copies, timed as kernels of its size are, and kernels moving only a few
+L2s of data are timed with the write-back they leave in L2 (timers.py). Such a kernel's time is
+not posted (plausible.py, past PLAUSIBLE_MARGIN).
 
     $WORKBENCH_CACHE_DIR/ceilings/<gpu-name-slug>.json   (default ~/.cache/kernel-workbench)
 

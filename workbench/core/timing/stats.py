@@ -92,8 +92,11 @@ def bench_summary(results: Sequence[BenchResult]) -> str:
     if failed:
         return f"bench: RE-CHECK FAILED on case {', '.join(map(str, failed))} (no time posted)"
     timed = [r for r in results if r.kernel is not None]
+    withheld = [r for r in results if r.withheld and r.kernel is None]
+    held = (f"TIME NOT POSTED on case {', '.join(str(r.case_index) for r in withheld)} ({withheld[0].withheld})"
+            if withheld else "")
     if not timed:
-        return f"bench: {len(results)} cases, none timed"
+        return f"bench: {held}" if held else f"bench: {len(results)} cases, none timed"
     parts = [f"bench {len(timed)} case{'s' if len(timed) != 1 else ''}"]
     if len(timed) == 1:
         parts.append(fmt_ms(timed[0].kernel.median_ms))
@@ -107,6 +110,8 @@ def bench_summary(results: Sequence[BenchResult]) -> str:
         parts.append(f"{vs_ref:.2f}x torch")
     if vs_compiled:
         parts.append(f"{vs_compiled:.2f}x compile")
+    if held:
+        parts.append(held)
     return ", ".join(parts)
 
 

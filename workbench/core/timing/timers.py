@@ -212,6 +212,8 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
     of the call's output, which the next flush evicts from L2 (measured on an H200:
     22 µs by graph against 19 µs by per-call events for an rmsnorm writing 32 MB).
     Capture fails for a call that synchronizes with the host: `host_sync` is asked first.
+    `fn` runs N times while captured (at least 10): one that takes input sets in turn (rotation.Rotation)
+    puts each set in the graph, and its Triton launches are counted then (replays run no Python).
     """
     per_iteration = estimate_ms(fn, flush)
     calls = _clamp(GRAPH_REPLAY_MS / per_iteration, 10, GRAPH_MAX_CALLS)

@@ -107,8 +107,9 @@ def bench_cells(r: BenchResult) -> tuple:
     speed = Text(fmt_speedup(r.speedup_vs_reference),
                  style="bold green3" if (r.speedup_vs_reference or 0) >= 1 else "bold red1")
     label = r.label.replace(f" dtype={r.dtype}", "") if r.dtype else r.label
-    return (str(r.case_index), label, r.dtype or MISSING, Text(fmt_ms(kernel.median_ms if kernel else None),
-                                                             style="bold"),
+    kernel_cell = Text("not posted", style="bold red1") if r.withheld else \
+        Text(fmt_ms(kernel.median_ms if kernel else None), style="bold")
+    return (str(r.case_index), label, r.dtype or MISSING, kernel_cell,
             iqr, fmt_ms(r.reference.median_ms if r.reference else None),
             fmt_ms(r.compiled.median_ms if r.compiled else None), speed, fmt_speedup(r.speedup_vs_compiled),
             fmt_rate(r.gbps, "GB/s").replace(" GB/s", ""), bar(r.bandwidth_fraction, width=8),

@@ -1,0 +1,130 @@
+"""Whether a measured kernel time may be posted: the rules, as pure functions (no torch, no GPU).
+
+A time is a claim about work done. Two things make it a claim kernel.py can fake, and each withholds the
+kernel's time (BenchResult.withheld says why, its notes say it in full):
+
+- launches: the timed calls launched fewer Triton kernels per call than a checked call on inputs it had
+  not seen (a launcher that hands back what it computed before, when called again on the same tensors,
+  times nothing). bench.py counts through verify/launches.LaunchCounter; rotation.py rotates several
+  copies of the inputs through the timed calls, so a cache of the last call misses every time;
+- plausibility: a bandwidth above this GPU's measured copy ceiling, or FLOP/s above its matmul rate, by
+  more than PLAUSIBLE_MARGIN. The ceilings are the best of several copies and a bf16 matmul, timed as
+  kernels are (device.py), and the timer flushes the L2 before every call: a figure past them means the
+  bytes or FLOPs counted are more than one call did, or the calls did not do the work they claim.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .stats import BYTES_FROM_KERNEL, BYTES_LOWER_BOUND, FLOPS_FROM_KERNEL
+
+# Above the ceiling by this much: the copy ceiling is the best of several copies' medians, and a kernel
+# that mostly reads (a reduction) can beat a copy's even mix of reads and writes by several percent on HBM;
+# a quarter above it is past what the memory itself can deliver (an H100's HBM3 peak is ~1.15x its copy).
+PLAUSIBLE_MARGIN = 0.25
+# Inputs of 8 bits or fewer per element: tensor cores multiply fp8/int8 at twice the bf16 rate, 4-bit
+# formats (often packed two to a byte) at four times; the FLOP/s ceiling is scaled by this for them.
+NARROW_INPUT_FLOPS_FACTOR = 4.0
+
+ROTATION_MOST = 4  # input sets the timed calls go through in turn: the original and up to 3 copies
+ROTATION_SHARE = 0.25  # ... the copies taking at most this share of the free device memory
+
+NOT_POSTED = "the kernel's time is not posted"
+
+
+def affordable_sets(input_bytes: int, free_bytes: int | None, most: int = ROTATION_MOST,
+                    share: float = ROTATION_SHARE) -> int:
+    """How many input sets the timed calls rotate through (1: the inputs alone, no copy).
+
+    The original and as many copies as fit in `share` of `free_bytes`, at most `most` sets in all.
+    No tensor in the inputs (`input_bytes` 0), or free memory unknown: 1."""
+    if input_bytes <= 0 or not free_bytes or free_bytes <= 0:
+        return 1
+    return max(1, min(most, 1 + int(share * free_bytes) // input_bytes))
+
+
+def rotation_note(sets: int, input_bytes: int, free_bytes: int | None, why_not: str = "") -> str:
+    """What the notes say about the rotation ("" when there is nothing to say: several sets rotated)."""
+    if why_not:
+        return f"inputs not rotated ({why_not}): the timed calls reuse one input set"
+    if sets > 1 or input_bytes <= 0:
+        return ""
+    free = f"{free_bytes / (1 << 30):.1f} GiB free" if free_bytes else "free memory unknown"
+    return (f"inputs not rotated: a copy of them ({input_bytes / (1 << 30):.2f} GiB) is more than "
+            f"{ROTATION_SHARE:.0%} of the device memory free ({free}); the timed calls reuse one input set")
+
+
+def format_count(value: float) -> str:
+    """1, 0, 0.5, 0.02: a whole number as one."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2g}"
+
+
+def launches_per_call(launched: int | None, calls: int) -> float | None:
+    if launched is None or calls <= 0 or launched < 0:
+        return None
+    return launched / calls
+
+
+def launch_refusal(launched: int | None, calls: int, checked: int | None) -> str:
+    """Why the time is not posted ("" to post it): the timed calls launched fewer Triton kernels per call
+    than a checked call did. `launched`: launches over all `calls` timed calls (capture included: a
+    CUDA graph's launches are counted when captured, its replays call nothing); `checked`: one call's.
+    Nothing counted (None), or a checked call that launched none (a kernel_fn with no Triton kernel, or a
+    Triton whose launches cannot be counted): nothing to compare, the time is posted."""
+    per_call = launches_per_call(launched, calls)
+    if per_call is None or not checked or per_call >= checked:
+        return ""
+    return (f"timed calls launched {format_count(per_call)} Triton kernel{'' if per_call == 1 else 's'} per call; "
+            f"the checked call launched {checked}: {NOT_POSTED} (kernel_fn called again on the same tensors "
+            f"did less than a call on new ones: a result kept from an earlier call?)")
+
+
+def format_bandwidth(gbps: float) -> str:
+    """31.0 TB/s, 812 GB/s."""
+    return f"{gbps / 1000:.1f} TB/s" if gbps >= 1000 else f"{gbps:.0f} GB/s"
+
+
+def format_flops(tflops: float) -> str:
+    """2.10 PFLOP/s, 750 TFLOP/s, 1.5 TFLOP/s."""
+    if tflops >= 1000:
+        return f"{tflops / 1000:.2f} PFLOP/s"
+    return f"{tflops:.0f} TFLOP/s" if tflops >= 100 else f"{tflops:.3g} TFLOP/s"
+
+
+def flops_ceiling_factor(element_bits: Iterable[int]) -> float:
+    """How far past the bf16 matmul rate a kernel on inputs of these element widths (bits) may go."""
+    return NARROW_INPUT_FLOPS_FACTOR if any(0 < bits <= 8 for bits in element_bits) else 1.0
+
+
+def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source: str,
+                      tflops: float | None, matmul_tflops: float | None, flops_source: str = FLOPS_FROM_KERNEL,
+                      flops_factor: float = 1.0, margin: float = PLAUSIBLE_MARGIN) -> list[str]:
+    """Each rate above its ceiling by more than `margin`, as a note ([]: plausible). The note names where the
+    bytes or FLOPs came from: a claim in kernel.py may be what is wrong. A note that ends in NOT_POSTED
+    withholds the time; one on the bytes' lower bound does not (a correct kernel that reads part of an input,
+    a table lookup, goes past it: its GB/s is not what it moved, and the note says so)."""
+    found = []
+    if gbps is not None and copy_gbps and gbps > copy_gbps * (1 + margin):
+        rate = f"{format_bandwidth(gbps)} against a {format_bandwidth(copy_gbps)} ceiling"
+        if bytes_source == BYTES_LOWER_BOUND:
+            found.append(f"above the ceiling: {rate} (bytes from the lower bound: inputs read once + outputs written "
+                         f"once), more than {margin:.0%} above the fastest copy this GPU measured: the bound counts "
+                         "every input read in full, and a kernel reading only part of an input (a lookup into a "
+                         "table) moves less; its GB/s is not what it moved: bytes_moved() in kernel.py can say how "
+                         "much it does (the time is posted)")
+        else:
+            source = BYTES_FROM_KERNEL if bytes_source == BYTES_FROM_KERNEL else (bytes_source or "an unnamed source")
+            found.append(f"implausible: {rate} (bytes from {source}), more than {margin:.0%} above the fastest copy "
+                         "this GPU measured: bytes_moved() in kernel.py may count more than one call moves; if it "
+                         "does not, the timed calls did less than the work, or data stayed in the L2 that is "
+                         f"flushed before every call; {NOT_POSTED}")
+    ceiling = matmul_tflops * flops_factor if matmul_tflops else None
+    if tflops is not None and ceiling and tflops > ceiling * (1 + margin):
+        scaled = f", {flops_factor:g}x the bf16 matmul rate for inputs of 8 bits or fewer" if flops_factor != 1 \
+            else ", the bf16 matmul rate"
+        found.append(f"implausible: {format_flops(tflops)} against a {format_flops(ceiling)} ceiling (FLOPs from "
+                     f"{flops_source or 'an unnamed source'}{scaled}), more than {margin:.0%} above it: flops() "
+                     f"may count more than one call computes; if it does not, the timed calls did less than the "
+                     f"work; {NOT_POSTED}")
+    return found
