@@ -289,3 +289,72 @@ HOST_READ = kernel_source(launcher=LAUNCHER.replace("    out = torch.empty_like(
 # Returns its input as a second output, as its reference does: no aliasing to report.
 PASSES_INPUT_THROUGH = kernel_source(launcher=LAUNCHER.replace("    return out", "    return out, x")).replace(
     "def reference_fn(x):\n    return x * 2", "def reference_fn(x):\n    return x * 2, x")
+
+# -- layouts (issue 24, item 4): verify/layouts.py ----------------------------------------------
+
+# The launcher views its input from the start of the storage (as_strided with offset 0): right on a tensor
+# that starts its storage, wrong on any slice x[k:] of a larger one.
+FROM_STORAGE_START = kernel_source(launcher='''
+def scale(x):
+    flat = x.as_strided((x.numel(),), (1,), 0)
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](flat, out, n)
+    return out
+''')
+
+# The launcher says what it accepts: a non-contiguous input is refused before any launch.
+REFUSES_NONCONTIGUOUS = kernel_source(launcher='''
+def scale(x):
+    if not x.is_contiguous():
+        raise ValueError("scale: x must be contiguous")
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    return out
+''')
+
+# A matrix product that takes every stride (the Triton tutorial's way): right on any layout. With
+# B_STRIDES_ASSUMED, the launcher passes b's strides as if it were contiguous: wrong on a transposed b.
+STRIDED_MATMUL = HEADER + '''
+@triton.jit
+def _matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk[None, :]) * stride_ak,
+                    mask=(rm[:, None] < M) & (k + rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk[:, None]) * stride_bk + rn[None, :] * stride_bn,
+                    mask=(k + rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul(a, b):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+    _matmul[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                  BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
+    return c
+
+
+kernel_fn = matmul
+
+
+def reference_fn(a, b):
+    return a @ b
+
+
+def get_inputs(M=33, N=40, K=48, dtype=torch.float16):
+    return [torch.randn(M, K, device="cuda", dtype=dtype), torch.randn(K, N, device="cuda", dtype=dtype)]
+
+
+CASES = [dict(M=33, N=40, K=48)]
+'''
+B_STRIDES_ASSUMED = STRIDED_MATMUL.replace("b.stride(0), b.stride(1)", "N, 1")

@@ -116,7 +116,8 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-COMPAT_TITLE = {"torch_compile": "torch.compile(fullgraph=True)", "cuda_graph": "CUDA graph capture and replay"}
+COMPAT_TITLE = {"torch_compile": "torch.compile(fullgraph=True)", "cuda_graph": "CUDA graph capture and replay",
+                "noncontiguous": "non-contiguous inputs", "storage_offset": "inputs at a storage offset"}
 ERROR_LINES_SHOWN = 30  # of a compatibility error, in the text report (all of it with -v, --json, JUnit)
 
 
@@ -129,6 +130,10 @@ def compatibility_lines(outcome: RunOutcome, verbose: bool = False) -> list[str]
         cases = ", ".join(f"{c['case_index']}" for c in finding["cases"])
         if finding["status"] == "passed":
             lines.append(f"  compatibility: {title} passed (case{'s' if len(finding['cases']) > 1 else ''} {cases})")
+            continue
+        if finding["status"] == "refused":
+            refused = next(c for c in finding["cases"] if c["status"] == "refused")
+            lines.append(f"  compatibility: {title} refused on case {refused['case_index']}: {refused['error']}")
             continue
         failed = [c for c in finding["cases"] if c["status"] == "failed"]
         how = ("required: it fails the verdict" if finding["required"] else

@@ -21,6 +21,10 @@ overrides what it names:
     torch_compile = "check"      # on a GPU: kernel_fn under torch.compile(fullgraph=True), reported;
                                  # "require": a failure fails the verdict; false / "off": not run
     cuda_graph = "check"         # on a GPU: kernel_fn captured into a CUDA graph and replayed (as above)
+    noncontiguous = "check"      # kernel_fn on transposed / strided inputs, reported (as above; not in the
+                                 # live loop)
+    storage_offset = "require"   # kernel_fn on inputs that start part-way into their storage: a failure
+                                 # fails the verdict ("check": reported only; "off": not run)
 
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"
@@ -68,11 +72,12 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 
-LIVE_WARMUP_MS = 25.0
-# How a compatibility check (torch_compile, cuda_graph) counts: "check" runs it and reports what it
-# found beside the verdict; "require" makes a failure fail the verdict; "off" does not run it.
+LIVE_WARMUP_MS = 25.0  # the live loop's warm-up before each series (clocks are up from verification)
+# How a compatibility check (torch_compile, cuda_graph, and the layouts: noncontiguous, storage_offset)
+# counts: "check" runs it and reports what it found beside the verdict; "require" makes a failure fail the
+# verdict; "off" does not run it.
 COMPAT_MODES = ("check", "require", "off")
-COMPAT_KEYS = ("torch_compile", "cuda_graph")  # the live loop's warm-up before each series (clocks are up from verification)
+COMPAT_KEYS = ("torch_compile", "cuda_graph", "noncontiguous", "storage_offset")
 # The time-outs (seconds; 0 = no limit), by section. Above MAX_TIMEOUT_S a limit is refused: it means no
 # limit in practice, and a wait that long overflows the threading module's (threading.TIMEOUT_MAX).
 TIMEOUT_KEYS = {"verify": ("timeout_s", "interpret_timeout_s"), "bench": ("timeout_s",)}
@@ -134,6 +139,8 @@ class VerifyConfig:
     guard_regions: bool = True  # inputs and torch.empty* allocations inside margins checked after each call
     torch_compile: str = "check"  # COMPAT_MODES
     cuda_graph: str = "check"
+    noncontiguous: str = "check"  # verify/layouts.py
+    storage_offset: str = "require"
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def tolerance_for(self, dtype_name: str) -> Tolerance | None:

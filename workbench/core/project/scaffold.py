@@ -52,6 +52,9 @@ DEFAULT_PROJECT_TOML = """\
 # torch_compile = "check"        # GPU: torch.compile(fullgraph=True) of kernel_fn, reported beside the
 #                                # verdict; "require" fails the verdict on it, "off" skips it
 # cuda_graph = "check"           # GPU: CUDA-graph capture and replay (the same three modes)
+# noncontiguous = "check"        # kernel_fn on transposed / strided copies of the inputs (the same modes)
+# storage_offset = "require"     # kernel_fn on inputs 16 bytes into their storage (the same modes)
+# guard_regions = true           # inputs and allocations inside guard margins (out-of-bounds stores)
 
 # [tolerance.bfloat16]           # float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int*, bool (exact)
 # rtol = 1e-2

@@ -31,6 +31,8 @@ from ..timing.stats import bench_rows, bench_summary
 from ..verdict import ENVIRONMENT_KINDS, Tally, Verdict
 from .contracts import OnEvent, RunnerLike
 
+FINDING_RANK = {"passed": 0, "refused": 1, "failed": 2}  # a compatibility finding's worst case wins
+
 
 @dataclass
 class RunOutcome:
@@ -66,8 +68,9 @@ class RunOutcome:
         return sorted(self.of_type(CaseResult), key=lambda r: r.case_index)
 
     def compatibility(self) -> dict[str, dict[str, Any]]:
-        """The compatibility findings (CaseResult.compat) by check: status (failed if any case failed), whether
-        the project requires it, and each case it ran on with its status and whole error."""
+        """The compatibility findings (CaseResult.compat) by check: status (the worst of its cases': failed, then
+        refused, kernel_fn saying no before launching, then passed), whether the project requires it, and each
+        case it ran on with its status and whole error."""
         found: dict[str, dict[str, Any]] = {}
         for r in self.case_results():
             if r.config or r.phase:
@@ -76,8 +79,8 @@ class RunOutcome:
                 entry = found.setdefault(name, {"status": "passed", "required": finding["required"], "cases": []})
                 entry["cases"].append({"case_index": r.case_index, "label": r.label, "dtype": r.dtype,
                                        "status": finding["status"], "error": finding["error"]})
-                if finding["status"] == "failed":
-                    entry["status"] = "failed"
+                if FINDING_RANK[finding["status"]] > FINDING_RANK[entry["status"]]:
+                    entry["status"] = finding["status"]
         return found
 
     def to_record(self) -> dict[str, Any]:

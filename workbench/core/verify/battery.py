@@ -34,13 +34,14 @@ from ..project.contract import (
 from ..stage import ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
 from .compat import compat_runs
-from .edge_cases import first_case_per_dtype
+from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal
 from .guards import Guards
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
 from .launches import LaunchCounter
+from .layouts import KernelRaised, LayoutRefused, layout_runs
 from .tensors import (
     Outputs,
     aliased_outputs,
@@ -78,6 +79,7 @@ class Verifier:
         # The cases that run the once-per-dtype checks (compatibility; in the interpreter the repeat calls too):
         # the first of each dtype among the run's cases, the same whatever the sharding (verify_stage sets them).
         self.anchors = first_case_per_dtype(km.cases)
+        self.layout_anchors = first_case_per_dtype(km.cases, sized=True)  # verify/layouts.py
         self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
@@ -330,8 +332,7 @@ class Verifier:
         elif self.interpret and case.index not in self.anchors:
             # The interpreter is slow: a kernel that keeps state across calls shows on any case,
             # so it checks the first of each dtype; on a GPU every case is checked.
-            fresh_run.skipped = recycled_run.skipped = "checked once per dtype in the interpreter, on case " + \
-                ", ".join(map(str, sorted(self.anchors)))
+            fresh_run.skipped = recycled_run.skipped = once_per_dtype(case, self.anchors) + " (in the interpreter; every case on a GPU)"
         else:
             try:
                 torch.manual_seed(0x5EED + case.index)
@@ -368,7 +369,26 @@ class Verifier:
                             data.reference if fresh is None else fresh_ref,
                             data.native if fresh is None else fresh_native, self.config, self.interpret,
                             self.anchors, live=self.live)
+        runs += layout_runs(lambda args: self._layout_call(case, args), self.km.reference_fn, originals,
+                            data.reference, data.native, self.config, skip=once_per_dtype(case, self.layout_anchors),
+                            live=self.live)
         return runs
+
+    def _layout_call(self, case: Case, args: list[Any]) -> tuple[list[Any], list[str]]:
+        """kernel_fn(*args) for a layout run (verify/layouts.py): its outputs, or why it gave none."""
+        before = LaunchCounter.count
+        try:
+            out = owned(flatten_outputs(self._call_kernel(list(args), "nan", case, "layout")))
+        except (RunAborted, ContextPoisoned):
+            raise
+        except Exception as exc:  # noqa: BLE001 - user code: what it raised is the finding
+            root = root_cause(exc)
+            if is_compilation_error(exc):
+                raise KernelRaised(f"it does not compile for them: {type(root).__name__}: {first_line(root)}") from exc
+            if LaunchCounter.count == before and not isinstance(root, OutOfBoundsAccess):
+                raise LayoutRefused(f"{type(root).__name__}: {first_line(root)}") from exc
+            raise KernelRaised(f"{type(root).__name__}: {first_line(root)}") from exc
+        return out.tensors, out.names
 
     def _error_data(self, data: CaseData, case: Case, exc: BaseException, start: float, when: str = "",
                     launched: int = 0) -> CaseData:
@@ -445,12 +465,13 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
-                     order: Iterable[Case] | None = None, anchors: set[int] | None = None) -> None:
+                     order: Iterable[Case] | None = None, among: list[Case] | None = None) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
-    cases in the order to run them (as their kernels are compiled), when not as listed; `anchors`: the
-    cases of the once-per-dtype checks, when not the first of each dtype among `cases`."""
+    cases in the order to run them (as their kernels are compiled), when not as listed; `among`: the cases
+    whose first of each dtype runs the once-per-dtype checks (all of a sharded run's), when not `cases`."""
     verifier = Verifier(km, config, emit, interpret, pins, judge, live)
-    verifier.anchors = first_case_per_dtype(cases) if anchors is None else anchors
+    verifier.anchors = first_case_per_dtype(among or cases)
+    verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
     for n, case in enumerate(cases if order is None else order, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
@@ -473,7 +494,7 @@ def verify_stage(context: JobContext) -> None:
         order = context.compiles.ahead(context.km, cases, later)
     run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,
-                     anchors=first_case_per_dtype(selected))
+                     among=selected)
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
         context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

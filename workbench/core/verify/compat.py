@@ -27,6 +27,7 @@ import torch
 from ..project.config import VerifyConfig
 from ..project.contract import Case, KernelModule, exception_chain, first_line
 from ..stage import ContextPoisoned
+from .edge_cases import once_per_dtype
 from .handoff import ExtraRun
 from .tensors import clone_inputs, flatten_outputs
 
@@ -84,7 +85,6 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
                         compat=True, required=config.torch_compile == "require")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph",
                        compat=True, required=config.cuda_graph == "require")
-    where = ", ".join(map(str, sorted(anchors)))
     for run, mode, key in ((compiled, config.torch_compile, "torch_compile"),
                            (graphed, config.cuda_graph, "cuda_graph")):
         if mode == "off":
@@ -94,7 +94,7 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
         elif live:
             run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
         elif case.index not in anchors:
-            run.skipped = f"checked once per dtype, on case{'s' if len(anchors) > 1 else ''} {where}"
+            run.skipped = once_per_dtype(case, anchors)
     if not compiled.skipped:
         _torch_compile(km, inputs, reference, compiled)
     if not graphed.skipped:

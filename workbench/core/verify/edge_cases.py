@@ -105,14 +105,29 @@ def names_dtype(value: Any) -> bool:
     return isinstance(value, str) and value.replace("torch.", "") in DTYPE_NAMES
 
 
-def first_case_per_dtype(cases: list[Case]) -> set[int]:
+def first_case_per_dtype(cases: list[Case], sized: bool = False) -> set[int]:
     """The indices of the first verification case (CASES order) of each dtype: where the checks that run once
     per dtype run (torch.compile, CUDA graphs; in the interpreter also the repeat calls). Chosen from the whole
-    list, so every worker of a sharded run agrees on them and each runs exactly once."""
+    list, so every worker of a sharded run agrees on them and each runs exactly once. `sized`: the first of
+    each dtype with a size above 1 where there is one (the layouts: an n=1 case has none to vary)."""
     chosen: dict[tuple, int] = {}
+    with_size: dict[tuple, int] = {}
     for case in cases:
         if case.purpose != "verify" or case.generated:
             continue
         key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
         chosen.setdefault(key, case.index)
-    return set(chosen.values())
+        if sized and any(_above_one(v) for k, v in case.params.items() if is_size(k, v)):
+            with_size.setdefault(key, case.index)
+    return {with_size.get(key, first) for key, first in chosen.items()}
+
+
+def _above_one(value: int | tuple | list) -> bool:
+    return any(v > 1 for v in value) if isinstance(value, (tuple, list)) else value > 1
+
+
+def once_per_dtype(case: Case, anchors: set[int]) -> str:
+    """Why a check made once per dtype skips this case ("" on a case it runs on)."""
+    if case.index in anchors:
+        return ""
+    return f"checked once per dtype, on case{'s' if len(anchors) > 1 else ''} {', '.join(map(str, sorted(anchors)))}"

@@ -84,6 +84,7 @@ class ExtraRun:
     compat: bool = False  # a compatibility check (verify/compat.py): a finding beside the verdict
     required: bool = False  # ... that fails the verdict all the same ([verify] <name> = "require")
     detail: str = ""  # the whole error, where `error` is its line
+    refused: str = ""  # kernel_fn refused what this run handed it, before any launch (verify/layouts.py)
 
 
 TENSOR_LISTS = ("first", "second", "reference", "native", "before", "after", "sample_index")

@@ -262,6 +262,10 @@ class Judge:
             if run.skipped:
                 result.checks[run.name] = f"skipped: {run.skipped}"
                 continue
+            if run.refused:  # the launcher said no before launching: loud, so no wrong result (verify/layouts.py)
+                result.checks[run.name] = f"skipped: {run.refused}"
+                result.compat[run.name] = {"status": "refused", "required": run.required, "error": run.refused}
+                continue
             if first_call_failed:
                 # The repeat calls exist to catch a kernel right only once; one already wrong says
                 # nothing more through them, and their hints (a cached result?) would mislead.
