@@ -154,3 +154,20 @@ def test_torch_doing_the_work_fails_on_the_gpu(cli, make_project):
     assert all(c["checks"]["torch_ops"] == "failed" for c in tuned), [c["checks"] for c in tuned]
     code, rec = verify_json(cli, make_project(kernels.TORCH_FINISHES, name="finishes", toml=ONLY_CASES))
     assert code == 0, [(c["label"], c["messages"]) for c in rec["cases"] if c["status"] != "passed"]
+
+
+def test_layouts_on_the_gpu(cli, make_project):
+    """Item 4: a pointer from the storage's start fails (the margins, then the offset run without them); a
+    kernel taking every stride passes the transposed run, one assuming b's layout is found."""
+    code, rec = verify_json(cli, make_project(kernels.FROM_STORAGE_START, toml=ONLY_CASES))
+    assert code == 1
+    code, rec = verify_json(cli, make_project(kernels.FROM_STORAGE_START, name="unguarded",
+                                              toml=ONLY_CASES + "guard_regions = false\n"))
+    assert code == 1 and rec["compatibility"]["storage_offset"]["status"] == "failed"
+    code, rec = verify_json(cli, make_project(kernels.STRIDED_MATMUL, name="strided", toml=ONLY_CASES))
+    assert code == 0 and rec["compatibility"]["noncontiguous"]["status"] == "passed"
+    code, rec = verify_json(cli, make_project(kernels.B_STRIDES_ASSUMED, name="assumed", toml=ONLY_CASES))
+    assert code == 0 and rec["compatibility"]["noncontiguous"]["status"] == "failed"
+    code, rec = verify_json(cli, make_project(kernels.B_STRIDES_ASSUMED, name="required",
+                                              toml=ONLY_CASES + 'noncontiguous = "require"\n'))
+    assert code == 1
