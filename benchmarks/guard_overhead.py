@@ -11,6 +11,10 @@ forced autotune configs. The first case of each dtype compiles and autotunes; th
 
 Printed: per project, the median over rounds of each case's time with and without margins, then the
 median of the per-case ratios (warm cases only) and the largest. JSON with every sample in --out.
+
+`--micro`: the margins' own work, timed alone on this machine's device (wall clock, synchronised): for an
+rmsnorm-shaped case (x of rows x cols, a weight of cols, one output kernel_fn allocates), the inputs
+guarded, then two calls' allocation and read-back, as verify_case does; the median of 200 such cases.
 """
 
 from __future__ import annotations
@@ -44,13 +48,59 @@ def verify(project: Path, guards: bool) -> dict:
             for c in record["cases"] if not c["config"] and not c["phase"] and c["status"] == "passed"}
 
 
+def micro(sizes: list[tuple[int, int]]) -> list[dict]:
+    """The margins' own cost per case, by size (see --micro)."""
+    import time
+
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from workbench.core.verify.guards import Guards
+    from workbench.core.verify.tensors import synchronize
+    from workbench.core.verify.torchmodes import PrefillEmpty
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    rows_out = []
+    for rows, cols in sizes:
+        x, w = torch.randn(rows, cols, device=device), torch.randn(cols, device=device)
+
+        def case() -> None:
+            guards = Guards()
+            gx, _ = guards.guard_inputs([x, w])
+            for _ in range(2):
+                with PrefillEmpty("nan", guards):
+                    out = torch.empty_like(gx)
+                out.copy_(gx)
+                guards.check([out], [""])
+            guards.close()
+            synchronize()
+
+        for _ in range(20):
+            case()
+        samples = []
+        for _ in range(200):
+            start = time.perf_counter()
+            case()
+            samples.append(time.perf_counter() - start)
+        rows_out.append({"rows": rows, "cols": cols, "device": device,
+                         "median_ms": statistics.median(samples) * 1e3,
+                         "p90_ms": sorted(samples)[int(0.9 * len(samples))] * 1e3})
+        print(f"  margins of a {rows}x{cols} case on {device}: median {rows_out[-1]['median_ms']:.3f} ms, "
+              f"p90 {rows_out[-1]['p90_ms']:.3f} ms")
+    return rows_out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--projects", nargs="+", default=["rmsnorm", "add", "softmax", "matmul"])
+    parser.add_argument("--projects", nargs="*", default=["rmsnorm", "add", "softmax", "matmul"])
+    parser.add_argument("--micro", action="store_true", help="time the margins' own work alone first")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.micro:
+        (args.out / "guard_micro.json").write_text(json.dumps(micro([(38, 65), (37, 1000), (2, 40000),
+                                                                     (4096, 4096)]), indent=1))
     work = Path(tempfile.mkdtemp())
     results = {}
     for name in args.projects:
