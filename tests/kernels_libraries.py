@@ -355,6 +355,8 @@ def get_inputs(M=33, N=40, K=64, dtype=torch.float16):
 CASES = [dict(M=33, N=40, K=64), dict(M=20, N=17, K=32)]
 '''
 MATMUL_MASKED_K = MATMUL_HEADER
+# b's strides passed as if b were contiguous: right on every case of CASES, wrong on a transposed b.
+MATMUL_B_STRIDES_ASSUMED = MATMUL_HEADER.replace("b.stride(0), b.stride(1)", "N, 1")
 # K unmasked: right whenever K is a multiple of BLOCK_K, as every case in CASES is.
 MATMUL_UNMASKED_K = MATMUL_HEADER.replace("a_mask = (rm[:, None] < M) & (k + rk[None, :] < K)",
                                           "a_mask = rm[:, None] < M").replace(

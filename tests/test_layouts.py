@@ -14,10 +14,9 @@ from run_helpers import ONLY_CASES, failing, verify_json
 from workbench.core.verify.edge_cases import first_case_per_dtype
 from workbench.core.project.config import VerifyConfig
 from workbench.core.project.contract import Case
+from workbench.core.verify.launches import LaunchCounter
 from workbench.core.verify.layouts import (
     LIVE_SKIP,
-    KernelRaised,
-    LayoutRefused,
     layout_runs,
     noncontiguous,
     relaid,
@@ -95,7 +94,7 @@ def runs_of(call, reference_fn=lambda x: x * 2, modes=None, live=False, skip="")
 
 def test_a_call_that_raises_before_launching_is_a_refusal_and_after_it_an_error():
     def refuses(args):
-        raise LayoutRefused("ValueError: x must be contiguous")
+        raise ValueError("x must be contiguous")
 
     runs = runs_of(refuses)
     assert runs["noncontiguous"].refused.startswith("kernel_fn refuses input #0 transposed (strides (1, 4)): "
@@ -103,7 +102,8 @@ def test_a_call_that_raises_before_launching_is_a_refusal_and_after_it_an_error(
     assert not runs["noncontiguous"].error and not runs["noncontiguous"].outputs
 
     def raises(args):
-        raise KernelRaised("IndexError: out of range")
+        LaunchCounter.count += 1  # a launch, then the error
+        raise IndexError("out of range")
 
     runs = runs_of(raises)
     assert runs["storage_offset"].error == "kernel_fn raised on input #0 at storage offset 4: IndexError: out of range"
@@ -111,7 +111,7 @@ def test_a_call_that_raises_before_launching_is_a_refusal_and_after_it_an_error(
 
 def test_modes_the_live_loop_and_a_reference_that_refuses():
     def doubles(args):
-        return [args[0] * 2], [""]
+        return args[0] * 2
 
     runs = runs_of(doubles, modes={"noncontiguous": "off", "storage_offset": "check"})
     assert runs["noncontiguous"].skipped == "turned off ([verify] noncontiguous)"
@@ -167,11 +167,12 @@ def test_a_kernel_reading_a_transposed_input_as_contiguous_is_a_finding_unless_r
 
 
 def test_a_kernel_taking_every_stride_passes_and_one_assuming_a_layout_is_found(cli, make_project):
-    code, rec = verify_json(cli, make_project(kernels.STRIDED_MATMUL, name="strided", toml=ONLY_CASES))
+    code, rec = verify_json(cli, make_project(lib.MATMUL_MASKED_K, name="strided", toml=ONLY_CASES))
     assert code == 0, failing(rec)
     case, found = finding(rec, "noncontiguous")
     assert found["status"] == "passed" and case["checks"]["noncontiguous"] == "passed"
-    code, rec = verify_json(cli, make_project(kernels.B_STRIDES_ASSUMED, name="assumed", toml=ONLY_CASES))
+    code, rec = verify_json(cli, make_project(lib.MATMUL_B_STRIDES_ASSUMED, name="assumed",
+                                              toml=ONLY_CASES))
     assert code == 0  # right on the contiguous inputs of its CASES
     case, found = finding(rec, "noncontiguous")
     assert found["status"] == "failed" and not found["required"] and case["checks"]["noncontiguous"] == "warning"

@@ -164,10 +164,12 @@ def test_layouts_on_the_gpu(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.FROM_STORAGE_START, name="unguarded",
                                               toml=ONLY_CASES + "guard_regions = false\n"))
     assert code == 1 and rec["compatibility"]["storage_offset"]["status"] == "failed"
-    code, rec = verify_json(cli, make_project(kernels.STRIDED_MATMUL, name="strided", toml=ONLY_CASES))
+    code, rec = verify_json(cli, make_project(kernels_libraries.MATMUL_MASKED_K, name="strided",
+                                              toml=ONLY_CASES))
     assert code == 0 and rec["compatibility"]["noncontiguous"]["status"] == "passed"
-    code, rec = verify_json(cli, make_project(kernels.B_STRIDES_ASSUMED, name="assumed", toml=ONLY_CASES))
+    code, rec = verify_json(cli, make_project(kernels_libraries.MATMUL_B_STRIDES_ASSUMED, name="assumed",
+                                              toml=ONLY_CASES))
     assert code == 0 and rec["compatibility"]["noncontiguous"]["status"] == "failed"
-    code, rec = verify_json(cli, make_project(kernels.B_STRIDES_ASSUMED, name="required",
+    code, rec = verify_json(cli, make_project(kernels_libraries.MATMUL_B_STRIDES_ASSUMED, name="required",
                                               toml=ONLY_CASES + 'noncontiguous = "require"\n'))
     assert code == 1

@@ -41,7 +41,7 @@ from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
 from .launches import LaunchCounter
-from .layouts import KernelRaised, LayoutRefused, layout_runs
+from .layouts import layout_runs
 from .tensors import (
     Outputs,
     aliased_outputs,
@@ -332,7 +332,8 @@ class Verifier:
         elif self.interpret and case.index not in self.anchors:
             # The interpreter is slow: a kernel that keeps state across calls shows on any case,
             # so it checks the first of each dtype; on a GPU every case is checked.
-            fresh_run.skipped = recycled_run.skipped = once_per_dtype(case, self.anchors) + " (in the interpreter; every case on a GPU)"
+            fresh_run.skipped = recycled_run.skipped = (once_per_dtype(case, self.anchors)
+                                                        + " (in the interpreter; every case on a GPU)")
         else:
             try:
                 torch.manual_seed(0x5EED + case.index)
@@ -369,26 +370,10 @@ class Verifier:
                             data.reference if fresh is None else fresh_ref,
                             data.native if fresh is None else fresh_native, self.config, self.interpret,
                             self.anchors, live=self.live)
-        runs += layout_runs(lambda args: self._layout_call(case, args), self.km.reference_fn, originals,
-                            data.reference, data.native, self.config, skip=once_per_dtype(case, self.layout_anchors),
-                            live=self.live)
+        runs += layout_runs(lambda args: self._call_kernel(args, "nan", case, "layout"), self.km.reference_fn,
+                            originals, data.reference, data.native, self.config,
+                            skip=once_per_dtype(case, self.layout_anchors), live=self.live)
         return runs
-
-    def _layout_call(self, case: Case, args: list[Any]) -> tuple[list[Any], list[str]]:
-        """kernel_fn(*args) for a layout run (verify/layouts.py): its outputs, or why it gave none."""
-        before = LaunchCounter.count
-        try:
-            out = owned(flatten_outputs(self._call_kernel(list(args), "nan", case, "layout")))
-        except (RunAborted, ContextPoisoned):
-            raise
-        except Exception as exc:  # noqa: BLE001 - user code: what it raised is the finding
-            root = root_cause(exc)
-            if is_compilation_error(exc):
-                raise KernelRaised(f"it does not compile for them: {type(root).__name__}: {first_line(root)}") from exc
-            if LaunchCounter.count == before and not isinstance(root, OutOfBoundsAccess):
-                raise LayoutRefused(f"{type(root).__name__}: {first_line(root)}") from exc
-            raise KernelRaised(f"{type(root).__name__}: {first_line(root)}") from exc
-        return out.tensors, out.names
 
     def _error_data(self, data: CaseData, case: Case, exc: BaseException, start: float, when: str = "",
                     launched: int = 0) -> CaseData:

@@ -33,7 +33,12 @@ from typing import Any, Callable
 import torch
 
 from ..project.config import VerifyConfig
+from ..project.contract import first_line, is_compilation_error, root_cause
+from ..stage import ContextPoisoned, RunAborted
 from .handoff import ExtraRun
+from .interpreter_fixes import OutOfBoundsAccess
+from .launches import LaunchCounter
+from .tensors import flatten_outputs, owned
 from .torchmodes import poison_value
 
 OFFSET_BYTES = 16  # the offset of the storage_offset layout: the alignment Triton specialises pointers on
@@ -120,14 +125,32 @@ def relaid(inputs: list[Any], layout: str) -> Relaid:
     return Relaid(out, changed)
 
 
+def outputs_or_why(call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[list[Any], list[str]]:
+    """`call(args)`'s outputs (owned, flattened), or LayoutRefused (it raised before launching any Triton
+    kernel) or KernelRaised (after a launch, or it does not compile for them)."""
+    before = LaunchCounter.count
+    try:
+        out = owned(flatten_outputs(call(list(args))))
+    except (RunAborted, ContextPoisoned):
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code: what it raised is the finding
+        root = root_cause(exc)
+        what = f"{type(root).__name__}: {first_line(root)}"
+        if is_compilation_error(exc):
+            raise KernelRaised(f"it does not compile for them: {what}") from exc
+        if LaunchCounter.count == before and not isinstance(root, OutOfBoundsAccess):
+            raise LayoutRefused(what) from exc
+        raise KernelRaised(what) from exc
+    return out.tensors, out.names
+
+
 def layout_runs(call: Callable[[list[Any]], Any], reference_fn: Callable[..., Any], inputs: list[Any],
                 reference: list[Any], native: list[Any], config: VerifyConfig, skip: str = "",
                 live: bool = False) -> list[ExtraRun]:
     """The noncontiguous and storage_offset runs of one case. `call(args)`: kernel_fn(*args) as the battery
-    calls it, returning an ExtraRun-ready (outputs, names, launches) or raising LayoutRefused / the error;
-    `inputs`: the case's input values; `reference`/`native`: its reference outputs; `config`: [verify], whose
-    noncontiguous and storage_offset say how each counts ("check", "require", "off"); `skip`: why neither
-    runs on this case."""
+    calls it (its allocations poisoned); `inputs`: the case's input values; `reference`/`native`: its
+    reference outputs; `config`: [verify], whose noncontiguous and storage_offset say how each counts
+    ("check", "require", "off"); `skip`: why neither runs on this case."""
     runs = []
     for name in LAYOUTS:
         mode = getattr(config, name)
@@ -152,10 +175,10 @@ def layout_runs(call: Callable[[list[Any]], Any], reference_fn: Callable[..., An
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - "where reference_fn accepts them"
-            run.skipped = f"reference_fn refuses {what} ({type(exc).__name__}: {_first_line(exc)})"
+            run.skipped = f"reference_fn refuses {what} ({type(exc).__name__}: {first_line(exc)})"
             continue
         try:
-            outputs, names = call(laid.inputs)
+            outputs, names = outputs_or_why(call, laid.inputs)
         except LayoutRefused as refused:
             run.refused = f"kernel_fn refuses {what}: {refused} (raised before any launch)"
             continue
@@ -172,8 +195,3 @@ class LayoutRefused(Exception):
 
 class KernelRaised(Exception):
     """kernel_fn raised after a launch, or failed to compile: the layout's finding (the message says what)."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
