@@ -7,7 +7,6 @@ import xml.etree.ElementTree as ET
 
 import kernels
 import kernels_libraries as lib
-import pytest
 import torch
 from run_helpers import ONLY_CASES, failing, verify_json
 
@@ -193,16 +192,6 @@ def test_a_launcher_that_refuses_a_layout_says_so_and_passes(cli, make_project, 
     layout = next(t for t in suite.iter("testcase") if t.get("name") == "compatibility: noncontiguous")
     props = {p.get("name"): p.get("value") for p in layout.iter("property")}
     assert props["status"] == "refused" and layout.find("failure") is None
-
-
-@pytest.mark.parametrize("name", ["liger_cross_entropy", "fused_add_rmsnorm", "flaggems_layer_norm"])
-def test_library_kernels_pass_the_storage_offset_and_keep_their_verdict(cli, make_project, name):
-    source = {"liger_cross_entropy": lib.LIGER_CROSS_ENTROPY, "fused_add_rmsnorm": lib.FUSED_ADD_RMSNORM,
-              "flaggems_layer_norm": lib.FLAGGEMS_LAYER_NORM}[name]
-    code, rec = verify_json(cli, make_project(source, name=name, toml=ONLY_CASES))
-    assert code == 0, failing(rec)
-    assert rec["compatibility"]["storage_offset"]["status"] == "passed"
-    assert rec["compatibility"]["noncontiguous"]["status"] in ("passed", "failed", "refused")
 
 
 def test_a_bad_layout_mode_is_refused_naming_the_key(cli, make_project):
