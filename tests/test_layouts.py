@@ -10,9 +10,9 @@ import kernels_libraries as lib
 import torch
 from run_helpers import ONLY_CASES, failing, verify_json
 
-from workbench.core.verify.edge_cases import first_case_per_dtype
 from workbench.core.project.config import VerifyConfig
 from workbench.core.project.contract import Case
+from workbench.core.verify.edge_cases import first_case_per_dtype
 from workbench.core.verify.launches import LaunchCounter
 from workbench.core.verify.layouts import (
     LIVE_SKIP,
