@@ -17,12 +17,13 @@ VENV_FLAGS ?= --system-site-packages
 
 .PHONY: setup demo test test-fast clean
 
-$(BIN)/workbench: pyproject.toml plugins/ncu/pyproject.toml plugins/sanitizer/pyproject.toml plugins/ray/pyproject.toml
+$(BIN)/workbench: pyproject.toml plugins/ncu/pyproject.toml plugins/sanitizer/pyproject.toml plugins/ray/pyproject.toml \
+		plugins/mcp/pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -c "import triton" 2>/dev/null || $(BIN)/python -m pip install -q triton numpy
-	$(BIN)/python -m pip install -q -e ".[test]" -e plugins/ncu -e plugins/sanitizer
+	$(BIN)/python -m pip install -q -e ".[test]" -e plugins/ncu -e plugins/sanitizer -e plugins/mcp
 	@# workbench-ray brings ray[client] (a wheel of ~80 MB); a machine that cannot reach one keeps every local feature.
 	$(BIN)/python -m pip install -q --retries 2 --timeout 30 -e plugins/ray || echo "workbench-ray not installed (ray could not be installed): --cluster is unavailable"
 	touch $(BIN)/workbench

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_installed_plugins_register_through_their_entry_points(tmp_path):
     target = tmp_path / "site"
-    plugins = [str(ROOT / "plugins" / name) for name in ("ncu", "ray", "sanitizer")]
+    plugins = [str(ROOT / "plugins" / name) for name in ("mcp", "ncu", "ray", "sanitizer")]
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
                               "--target", str(target), *plugins], capture_output=True, text=True, cwd=tmp_path)
     assert install.returncode == 0, install.stderr[-2000:]
@@ -27,7 +27,7 @@ def test_installed_plugins_register_through_their_entry_points(tmp_path):
     assert probe.returncode == 0, probe.stderr
     found = eval(probe.stdout)  # noqa: S307 - our own repr
     assert [(name, value, dist) for name, value, dist, _ in found] == [
-        ("ncu", "workbench_ncu", "workbench-ncu"), ("ray", "workbench_ray", "workbench-ray"),
+        ("mcp", "workbench_mcp", "workbench-mcp"), ("ncu", "workbench_ncu", "workbench-ncu"), ("ray", "workbench_ray", "workbench-ray"),
         ("sanitizer", "workbench_sanitizer", "workbench-sanitizer")]
     assert all("kernel-workbench" in requires for *_, requires in found)
 
@@ -37,6 +37,7 @@ def test_installed_plugins_register_through_their_entry_points(tmp_path):
     rows = {line.split()[0]: line.split()[1:] for line in listing.stdout.splitlines()}
     assert rows["ncu"] == ["workbench-ncu", "0.1.0", "entry", "point", "workbench_ncu"]
     assert rows["sanitizer"] == ["workbench-sanitizer", "0.1.0", "entry", "point", "workbench_sanitizer"]
+    assert rows["mcp"] == ["workbench-mcp", "0.1.0", "entry", "point", "workbench_mcp"]  # the SDK: when it serves
     # loaded without importing ray: only --cluster needs it
     assert rows["ray"] == ["workbench-ray", "0.1.0", "entry", "point", "workbench_ray"]
     commands = subprocess.run([sys.executable, "-m", "workbench.cli", "profile", "--list"], capture_output=True,

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..project.config import VerifyConfig
+from ..project.config import LIVE_LOOP_SKIPS, VerifyConfig
 from ..project.contract import first_line, is_compilation_error, root_cause
 from ..stage import ContextPoisoned, RunAborted
 from .handoff import ExtraRun
@@ -160,7 +160,7 @@ def layout_runs(call: Callable[[list[Any]], Any], reference_fn: Callable[..., An
             run.skipped = f"turned off ([verify] {name})"
         elif skip:
             run.skipped = skip
-        elif live and name == "noncontiguous":
+        elif live and name in LIVE_LOOP_SKIPS:
             run.skipped = LIVE_SKIP
         if run.skipped:
             continue
