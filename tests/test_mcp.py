@@ -192,6 +192,8 @@ def test_a_time_not_posted_and_a_slow_case_are_what_to_look_at():
     assert row_out["spread"] == 0.1 and row_out["pct_of_copy_ceiling"] == 70.0 and row_out["x_torch_compile"] == 0.8
     record["bench"] = [slow]
     assert "slower than torch.compile (0.8x)" in verify_result(record)["next"]
+    record["bench"] = [{**slow, "speedup_vs_compiled": 0.986, "bandwidth_fraction": 0.95}]  # noise, at the ceiling
+    assert verify_result(record)["next"] == "near this GPU's ceilings: keep the edit if the verdict stays VERIFIED"
 
 
 def test_a_required_check_the_live_loop_leaves_out_makes_verify_run_it():

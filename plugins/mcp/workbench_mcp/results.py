@@ -14,6 +14,9 @@ from typing import Any
 PAGE_SIZE = 8  # failing cases or benchmark rows per page
 MESSAGES_PER_CASE = 3
 DIFF_LINES_PER_PAGE = 120
+# Slower than torch.compile by more than run-to-run noise: a rmsnorm at 0.986x of it on an H100 is the same
+# speed (two runs of one kernel differ by a few percent), and `next` must not send a model chasing it.
+SLOWER = 0.95
 
 # Checks whose failure means the kernel took a shortcut rather than computed wrong: said as such, never as a
 # near miss ("no Triton kernel launched", "kernel_fn computed with torch ops", a result kept from an earlier call).
@@ -189,7 +192,7 @@ def bench_next(record: dict[str, Any]) -> str:
     withheld = [r for r in rows if "time_not_posted" in r]
     if withheld:
         return f"case {withheld[0]['case']}: no time posted ({withheld[0]['time_not_posted'][:200]})"
-    slower = [r for r in rows if r.get("x_torch_compile") is not None and r["x_torch_compile"] < 1]
+    slower = [r for r in rows if r.get("x_torch_compile") is not None and r["x_torch_compile"] < SLOWER]
     if slower:
         r = slower[0]
         return f"case {r['case']} ({r['label']}) is slower than torch.compile ({r['x_torch_compile']}x): profile it"
