@@ -197,3 +197,13 @@ def test_a_launcher_that_refuses_a_layout_says_so_and_passes(cli, make_project, 
 def test_a_bad_layout_mode_is_refused_naming_the_key(cli, make_project):
     code, out, err = cli("verify", make_project(kernels.GOOD, toml='[verify]\nnoncontiguous = "sometimes"\n'))
     assert code == 2 and "verify.noncontiguous" in out + err
+
+
+def test_the_reference_meets_the_layout_itself_not_a_contiguous_clone_of_it():
+    def contiguous_only(x):
+        assert x.is_contiguous()
+        return x * 2
+
+    x = torch.randn(9)  # every other element: a clone of that is contiguous again
+    runs = layout_runs(lambda args: args[0] * 2, contiguous_only, [x], [x * 2], [x * 2], VerifyConfig())
+    assert runs[0].name == "noncontiguous" and runs[0].skipped.startswith("reference_fn refuses input #0 every other")

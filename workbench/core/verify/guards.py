@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from .tensors import sharing_memory
+
 FILL = 0xFF
 MIN_MARGIN = 4 << 10
 MAX_MARGIN = 1 << 20
@@ -115,14 +117,10 @@ class Guards:
 
     def guard_inputs(self, inputs: list[Any]) -> list[Any]:
         """The inputs, each guardable one copied into a guarded allocation (the same values and layout)."""
-        storages: dict[tuple[str, int], int] = {}
-        for x in inputs:
-            if isinstance(x, torch.Tensor) and x.numel():
-                key = (str(x.device), x.untyped_storage().data_ptr())
-                storages[key] = storages.get(key, 0) + 1
+        shared = sharing_memory(inputs)
         guarded_inputs = []
         for i, x in enumerate(inputs):
-            if guardable(x) and storages[(str(x.device), x.untyped_storage().data_ptr())] == 1:
+            if guardable(x) and i not in shared:
                 copy, guard = guarded_like(x)
                 with torch.no_grad():
                     copy.copy_(x)

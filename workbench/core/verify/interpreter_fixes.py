@@ -395,12 +395,11 @@ def _check_bounds(interpreter: Any, tl: Any) -> bool:
     store = getattr(builder, "create_masked_store", None)
     if None in (init_args, load, store):
         return False
+    from .guards import GUARDED_SPANS  # once, when the fix is applied (this module imports no torch itself)
 
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         named = list(zip(getattr(self, "arg_names", []), args_hst)) + list(kwargs_hst.items())
-        from .guards import GUARDED_SPANS
-
         ranges, load_ranges = [], []
         for name, arg in named:
             storage = getattr(arg, "untyped_storage", None)

@@ -38,7 +38,7 @@ from ..stage import ContextPoisoned, RunAborted
 from .handoff import ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .launches import LaunchCounter
-from .tensors import flatten_outputs, owned
+from .tensors import flatten_outputs, owned, sharing_memory
 from .torchmodes import poison_value
 
 OFFSET_BYTES = 16  # the offset of the storage_offset layout: the alignment Triton specialises pointers on
@@ -56,15 +56,6 @@ LIVE_SKIP = "not in the live loop (new strides compile a new specialisation ever
 class Relaid:
     inputs: list[Any]
     changed: list[str]  # "input #0 transposed (strides (1, 300))", one per input whose layout changed
-
-
-def _shared(inputs: list[Any]) -> set[int]:
-    """The indices of tensor inputs that share a storage with another input."""
-    owners: dict[tuple[str, int], list[int]] = {}
-    for i, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor) and x.numel():
-            owners.setdefault((str(x.device), x.untyped_storage().data_ptr()), []).append(i)
-    return {i for members in owners.values() if len(members) > 1 for i in members}
 
 
 def _fill_gaps(buffer: torch.Tensor) -> None:
@@ -110,7 +101,7 @@ LAYOUTS: dict[str, Callable[[torch.Tensor], tuple[torch.Tensor, str]]] = {
 def relaid(inputs: list[Any], layout: str) -> Relaid:
     """The inputs with every one that has a layout to vary in `layout` (LAYOUTS), values unchanged."""
     lay = LAYOUTS[layout]
-    shared = _shared(inputs)
+    shared = sharing_memory(inputs)
     out: list[Any] = []
     changed: list[str] = []
     for i, x in enumerate(inputs):
@@ -171,7 +162,9 @@ def layout_runs(call: Callable[[list[Any]], Any], reference_fn: Callable[..., An
         what = "; ".join(laid.changed)
         run.hint = f"kernel_fn on {what}: {HINTS[name]}"
         try:
-            reference_fn(*[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in laid.inputs])
+            # A copy in the same layout (clone() would make a strided slice contiguous again), so the reference
+            # meets what kernel_fn meets, and whatever it does to its arguments leaves kernel_fn's alone.
+            reference_fn(*relaid(inputs, name).inputs)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - "where reference_fn accepts them"

@@ -99,5 +99,15 @@ def aliased_outputs(outputs: Outputs, inputs: list[Any]) -> set[int]:
     return {k for k, _ in overlaps(outputs, inputs)}
 
 
+def sharing_memory(inputs: list[Any]) -> set[int]:
+    """The indices of the tensor inputs that share a storage with another input (views of one buffer: their
+    layout is the contract, so the guard margins and the layouts leave them as they are)."""
+    owners: dict[tuple[str, int], list[int]] = {}
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.numel():
+            owners.setdefault((str(x.device), x.untyped_storage().data_ptr()), []).append(i)
+    return {i for members in owners.values() if len(members) > 1 for i in members}
+
+
 def input_elements(inputs: list[Any]) -> int:
     return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
