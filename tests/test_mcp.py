@@ -106,6 +106,7 @@ def test_a_session_verifies_broken_then_fixed_and_names_what_it_caught(tmp_path)
 
     bench = seen["bench"]  # no GPU here: said as such, with the exit code the CLI gives
     assert bench["exit_code"] == 3 and bench["problems"][0]["kind"] == "environment"
+    assert bench["verdict"] == "CANNOT RUN HERE"  # the word the CLI says for it (not "NOT USABLE": exit 2's)
     assert seen["again"].is_error and "exists" in seen["again"].content[0].text
 
 

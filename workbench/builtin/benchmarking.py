@@ -26,11 +26,10 @@ from ..commands import (
 from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
 from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
-from ..core.stage import Job
+from ..core.stage import BENCH_STAGES, Job
 from ..reports import format_bench, projects_summary
 from .verifying import add_run_arguments, overall_exit, run_many
 
-BENCH_STAGES = ["require_gpu", "verify", "bench"]
 MEASURE_TIMEOUT_S = 300.0
 
 
@@ -50,7 +49,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
                            "kernel's speed); use `workbench verify --interpret` for correctness", EXIT_ENVIRONMENT)
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise CommandError(f"--plot {args.plot}: the plot is a PNG image; give a file name ending in .png")
-    outcomes = run_many(args, context, BENCH_STAGES)
+    outcomes = run_many(args, context, list(BENCH_STAGES))
     records = []
     for outcome in outcomes:
         plot_path, plot_line = None, ""

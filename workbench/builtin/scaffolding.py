@@ -10,16 +10,13 @@ from ..core.project.scaffold import (
     FAMILIES,
     Catalog,
     ScaffoldError,
-    builtin_scaffolds,
     create_project,
     validate_name,
 )
 
 
 def catalog(context: Context) -> Catalog:
-    scaffolds = builtin_scaffolds()
-    context.pm.hook.workbench_register_scaffolds(register=scaffolds.append)
-    return Catalog(scaffolds)
+    return Catalog.installed(context.pm.hook.workbench_register_scaffolds)
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

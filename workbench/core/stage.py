@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # for the annotations only: this module imports nothing of th
     from .run.child.compile_pool import CompilePool
     from .verdict import Tally
 
+# The stages of `workbench bench` (and of a bench any front end runs): the interpreter refused before anything
+# is verified (timing/bench.require_gpu_stage), then the battery, then the timing.
+BENCH_STAGES = ("require_gpu", "verify", "bench")
+
 CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                       "illegal instruction", "device-side assert", "CUDA error: an illegal")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.core.verdict import Verdict
+
 PAGE_SIZE = 8  # failing cases or benchmark rows per page
 MESSAGES_PER_CASE = 3
 DIFF_LINES_PER_PAGE = 120
@@ -30,9 +32,6 @@ SHORTCUT_CHECKS = {
     "aliasing": "an output is an input's memory",
     "out_of_bounds": "a store landed outside its tensor",
 }
-VERDICT_WORDS = {"passed": "VERIFIED", "failed": "FAILED", "gpu_only": "GPU ONLY", "error": "NOT USABLE",
-                 "cancelled": "CANCELLED"}
-
 
 def page_of(items: list[Any], page: int, size: int = PAGE_SIZE) -> tuple[list[Any], dict[str, int]]:
     """Items of page `page` (1-based; past the end: the last page) and the paging fields."""
@@ -134,7 +133,7 @@ def verify_result(record: dict[str, Any], page: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {
         "project": record.get("project"),
         "kernel": record.get("kernel"),
-        "verdict": VERDICT_WORDS.get(record.get("verdict", ""), str(record.get("verdict", "")).upper()),
+        "verdict": Verdict.of_record(record).label,  # the word the CLI, the app and history say
         "exit_code": record.get("exit_code"),
         "mode": record.get("mode"),
         "device": record.get("device"),

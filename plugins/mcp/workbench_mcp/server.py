@@ -27,7 +27,6 @@ from workbench.core.project import (
     Project,
     ProjectError,
     ScaffoldError,
-    builtin_scaffolds,
     create_project,
     find_record,
     read_records,
@@ -35,13 +34,13 @@ from workbench.core.project import (
     source_diff,
     validate_name,
 )
+from workbench.core.stage import BENCH_STAGES
 from workbench.profiling import collect_profilers
 from workbench.reports import timing_change
 
 from .results import bench_result, lines_page, verify_result
 from .runs import Runs
 
-BENCH_STAGES = ["require_gpu", "verify", "bench"]
 INSTRUCTIONS = """Kernel Workbench: write an OpenAI Triton kernel in a project's kernel.py (kernel_fn,
 reference_fn, get_inputs, CASES; the project's AGENTS.md says the rules), then call verify after each edit
 and bench once it is VERIFIED. A verdict other than VERIFIED is a failure, whatever the numbers: "no Triton
@@ -106,11 +105,9 @@ def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = Fals
         """Scaffold a project: a known op (rmsnorm, layernorm, softmax, gelu, silu_mul, add, matmul, attention) or
         any name with a template (elementwise, row, gemm, attention). Writes dir/name/ (kernel.py, workbench.toml,
         AGENTS.md); never overwrites an existing folder."""
-        scaffolds = builtin_scaffolds()
-        pm.hook.workbench_register_scaffolds(register=scaffolds.append)
         try:
             validate_name(name)
-            scaffold = Catalog(scaffolds).choose(name, template)
+            scaffold = Catalog.installed(pm.hook.workbench_register_scaffolds).choose(name, template)
             target = create_project(name, root / dir, scaffold)
         except ScaffoldError as exc:
             raise ToolError(str(exc)) from None
@@ -145,7 +142,7 @@ def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = Fals
         not posted says why (a wrong output after timing, fewer launches than a real call, a rate past the
         ceilings). Needs a GPU (exit 3 without). Rows are paged."""
         proj = open_project(project, root)
-        outcome = await run_in_thread(lambda: runs.run(proj, BENCH_STAGES, False, cases, timeout_s, Progress(ctx)))
+        outcome = await run_in_thread(lambda: runs.run(proj, list(BENCH_STAGES), False, cases, timeout_s, Progress(ctx)))
         return bench_result(outcome.to_record(), page)
 
     @server.tool()

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,6 +124,14 @@ class Catalog:
         for s in self.scaffolds:
             for key in (s.name, *s.aliases):
                 self.by_name.setdefault(key.lower(), s)
+
+    @classmethod
+    def installed(cls, register_hook: Callable[..., Any] | None = None) -> "Catalog":
+        """The built-in scaffolds and those plugins register (`pm.hook.workbench_register_scaffolds`)."""
+        scaffolds = builtin_scaffolds()
+        if register_hook is not None:
+            register_hook(register=scaffolds.append)
+        return cls(scaffolds)
 
     def template(self, family: str) -> Scaffold:
         for s in self.scaffolds:
