@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from workbench.core.events import BenchResult, Timing
+from workbench.core.text import fmt_bandwidth
 from workbench.core.timing import bench
 from workbench.core.timing.plausible import (
     PLAUSIBLE_MARGIN,
     affordable_sets,
     flops_ceiling_factor,
-    format_bandwidth,
     implausible_rates,
     launch_refusal,
     launches_per_call,
@@ -276,7 +276,7 @@ def test_flops_past_the_matmul_rate_are_implausible_and_narrow_inputs_raise_the_
 
 
 def test_format_bandwidth():
-    assert format_bandwidth(31000.0) == "31.0 TB/s" and format_bandwidth(812.4) == "812 GB/s"
+    assert fmt_bandwidth(31000.0) == "31.0 TB/s" and fmt_bandwidth(812.4) == "812 GB/s"
 
 
 # -- a withheld time in the result, the report and the summary ---------------------------------------

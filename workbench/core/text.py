@@ -41,6 +41,18 @@ def fmt_rate(value: float | None, unit: str) -> str:
     return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
 
 
+def fmt_bandwidth(gbps: float) -> str:
+    """A bandwidth in its own unit: 31.0 TB/s, 812 GB/s."""
+    return f"{gbps / 1000:.1f} TB/s" if gbps >= 1000 else f"{gbps:.0f} GB/s"
+
+
+def fmt_flops(tflops: float) -> str:
+    """A rate of arithmetic in its own unit: 2.10 PFLOP/s, 750 TFLOP/s, 1.5 TFLOP/s."""
+    if tflops >= 1000:
+        return f"{tflops / 1000:.2f} PFLOP/s"
+    return f"{tflops:.0f} TFLOP/s" if tflops >= 100 else f"{tflops:.3g} TFLOP/s"
+
+
 def fmt_speedup(value: float | None) -> str:
     """How many times faster: 1.87x."""
     return MISSING if value is None else f"{value:.2f}x"

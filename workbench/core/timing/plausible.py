@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..text import fmt_bandwidth, fmt_flops
 from .stats import BYTES_FROM_KERNEL, BYTES_LOWER_BOUND, FLOPS_FROM_KERNEL
 
 # Above the ceiling by this much: the copy ceiling is the best of several copies' medians, and a kernel
@@ -80,18 +81,6 @@ def launch_refusal(launched: int | None, calls: int, checked: int | None) -> str
             f"did less than a call on new ones: a result kept from an earlier call?)")
 
 
-def format_bandwidth(gbps: float) -> str:
-    """31.0 TB/s, 812 GB/s."""
-    return f"{gbps / 1000:.1f} TB/s" if gbps >= 1000 else f"{gbps:.0f} GB/s"
-
-
-def format_flops(tflops: float) -> str:
-    """2.10 PFLOP/s, 750 TFLOP/s, 1.5 TFLOP/s."""
-    if tflops >= 1000:
-        return f"{tflops / 1000:.2f} PFLOP/s"
-    return f"{tflops:.0f} TFLOP/s" if tflops >= 100 else f"{tflops:.3g} TFLOP/s"
-
-
 def flops_ceiling_factor(element_bits: Iterable[int]) -> float:
     """How far past the bf16 matmul rate a kernel on inputs of these element widths (bits) may go."""
     return NARROW_INPUT_FLOPS_FACTOR if any(0 < bits <= 8 for bits in element_bits) else 1.0
@@ -106,7 +95,7 @@ def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source:
     a table lookup, goes past it: its GB/s is not what it moved, and the note says so)."""
     found = []
     if gbps is not None and copy_gbps and gbps > copy_gbps * (1 + margin):
-        rate = f"{format_bandwidth(gbps)} against a {format_bandwidth(copy_gbps)} ceiling"
+        rate = f"{fmt_bandwidth(gbps)} against a {fmt_bandwidth(copy_gbps)} ceiling"
         if bytes_source == BYTES_LOWER_BOUND:
             found.append(f"above the ceiling: {rate} (bytes from the lower bound: inputs read once + outputs written "
                          f"once), more than {margin:.0%} above the fastest copy this GPU measured: the bound counts "
@@ -123,7 +112,7 @@ def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source:
     if tflops is not None and ceiling and tflops > ceiling * (1 + margin):
         scaled = f", {flops_factor:g}x the bf16 matmul rate for inputs of 8 bits or fewer" if flops_factor != 1 \
             else ", the bf16 matmul rate"
-        found.append(f"implausible: {format_flops(tflops)} against a {format_flops(ceiling)} ceiling (FLOPs from "
+        found.append(f"implausible: {fmt_flops(tflops)} against a {fmt_flops(ceiling)} ceiling (FLOPs from "
                      f"{flops_source or 'an unnamed source'}{scaled}), more than {margin:.0%} above it: flops() "
                      f"may count more than one call computes; if it does not, the timed calls did less than the "
                      f"work; {NOT_POSTED}")
