@@ -62,13 +62,14 @@ from .autotune import AutotuneRecorder
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
 from .plausible import (
-    NOT_POSTED,
     affordable_sets,
     flops_ceiling_factor,
+    headline,
     implausible_rates,
     launch_refusal,
     launches_per_call,
     rotation_note,
+    withholds,
 )
 from .rotation import (
     Rotation,
@@ -351,7 +352,7 @@ class CaseBencher:
             for why in implausible_rates(result.gbps, self.facts.copy_gbps, result.bytes_source, result.tflops,
                                          self.facts.matmul_tflops, result.flops_source,
                                          flops_ceiling_factor(element_bits(inputs))):
-                if why.endswith(NOT_POSTED):
+                if withholds(why):
                     withhold(result, why)
                 else:
                     result.notes.append(why)
@@ -500,7 +501,7 @@ def withhold(result: BenchResult, why: str) -> None:
     """The kernel's time is measured but not posted, for `why` (nothing when `why` is empty)."""
     if not why:
         return
-    result.withheld = result.withheld or why.split(" (")[0].split(f": {NOT_POSTED}")[0]
+    result.withheld = result.withheld or headline(why)
     result.notes.append(why)
     result.kernel = None
 

@@ -34,6 +34,17 @@ ROTATION_SHARE = 0.25  # ... the copies taking at most this share of the free de
 NOT_POSTED = "the kernel's time is not posted"
 
 
+def withholds(note: str) -> bool:
+    """Whether a note of this module's withholds the time (those on the bytes' lower bound do not)."""
+    return NOT_POSTED in note
+
+
+def headline(note: str) -> str:
+    """A withholding note's first clause, for BenchResult.withheld: 'implausible: 31.0 TB/s against a 3.0 TB/s
+    ceiling', 'timed calls launched 0 Triton kernels per call; the checked call launched 1'."""
+    return note.split(" (")[0].split(f": {NOT_POSTED}")[0]
+
+
 def affordable_sets(input_bytes: int, free_bytes: int | None, most: int = ROTATION_MOST,
                     share: float = ROTATION_SHARE) -> int:
     """How many input sets the timed calls rotate through (1: the inputs alone, no copy).
@@ -90,8 +101,8 @@ def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source:
                       tflops: float | None, matmul_tflops: float | None, flops_source: str = FLOPS_FROM_KERNEL,
                       flops_factor: float = 1.0, margin: float = PLAUSIBLE_MARGIN) -> list[str]:
     """Each rate above its ceiling by more than `margin`, as a note ([]: plausible). The note names where the
-    bytes or FLOPs came from: a claim in kernel.py may be what is wrong. A note that ends in NOT_POSTED
-    withholds the time; one on the bytes' lower bound does not (a correct kernel that reads part of an input,
+    bytes or FLOPs came from: a claim in kernel.py may be what is wrong. A note that says NOT_POSTED
+    withholds the time (`withholds`); one on the bytes' lower bound does not (a correct kernel that reads part of an input,
     a table lookup, goes past it: its GB/s is not what it moved, and the note says so)."""
     found = []
     if gbps is not None and copy_gbps and gbps > copy_gbps * (1 + margin):
