@@ -15,5 +15,6 @@ __version__ = "0.1.0"
 @hookimpl
 def workbench_register_profilers(register):
     register(Profiler(name="ncu", help="Nsight Compute: one warm call of each case's Triton kernels "
-                                       "(time, DRAM and SM throughput, occupancy, registers, limiter)",
+                                       "(time, DRAM and SM throughput, occupancy, registers, limiter, "
+                                       "hottest kernel.py lines)",
                       run=run_ncu))

@@ -9,7 +9,10 @@ worker under
         -o <project>/.workbench/profiles/<name>-<time> python -m workbench.core.run.child.worker
 
 runs the stage ``workbench_ncu.stage:profile_stage`` in it, and reads the report back through
-ncu's CSV export. ``options["full"]`` swaps the sections for ``--set full``.
+ncu's CSV export. ``options["full"]`` swaps the sections for ``--set full``. Unless
+``options["lines"]`` is False, it also collects SourceCounters (warp-state samples per instruction,
+with ``--import-source yes``) and reads each launch's hottest kernel.py lines from the source page
+(``--page source --print-source cuda,sass``; see hotlines.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +39,17 @@ from workbench.core.verdict import worst_problem
 from workbench.profiling import ProfileResult
 
 from .events import ProfiledCase
+from .hotlines import (
+    SAMPLE_COUNT,
+    Launch,
+    SourceBlock,
+    SourceFiles,
+    SourcePageError,
+    hot_lines,
+    kernel_stalls,
+    parse_source_page,
+    tie_to_launches,
+)
 from .report import (
     EXTRA_METRICS,
     KernelRow,
@@ -50,6 +65,12 @@ from .report import (
 NCU_ENV = "WORKBENCH_NCU"  # path to the ncu executable, when it is not on PATH
 STAGE = "workbench_ncu.stage:profile_stage"
 DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")
+# Warp-state samples and instruction counts per instruction, so per source line; --set full has it. Its sampling
+# metrics on the raw page also give each launch's stall reasons. Cost, measured on an H100 (ncu 2025.3.1), the
+# rmsnorm project's six benchmark cases, in one process, alternating: 17.8 and 18.3 s with the lines (the
+# source page's export included, about 2.2 s of it) against 14.9 s without (20.4 s on the first, cold run).
+LINE_SECTIONS = ("SourceCounters",)
+SOURCE_PAGE = ("--page", "source", "--print-source", "cuda,sass")
 DEFAULT_TIMEOUT_S = 600.0  # replaying a large kernel for every metric pass is slow and silent
 EXPORT_TIMEOUT_S = 300.0
 PLUGIN_ROOT = Path(__file__).resolve().parents[1]  # so the worker imports this stage, installed or not
@@ -91,8 +112,15 @@ def kernel_filter(names: list[str]) -> str:
     return "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-def ncu_command(ncu: str, report_base: Path, log_path: Path, kernel_regex: str, full: bool) -> list[str]:
-    sections = ["--set", "full"] if full else [arg for s in DEFAULT_SECTIONS for arg in ("--section", s)]
+def sections_of(full: bool, lines: bool) -> list[str]:
+    return ["full"] if full else [*DEFAULT_SECTIONS, *(LINE_SECTIONS if lines else ())]
+
+
+def ncu_command(ncu: str, report_base: Path, log_path: Path, kernel_regex: str, full: bool,
+                lines: bool = False, import_source: bool = False) -> list[str]:
+    sections = ["--set", "full"] if full else [arg for s in sections_of(False, lines) for arg in ("--section", s)]
+    if lines and import_source:  # kernel.py goes into the report: ncu-ui shows its lines on any machine
+        sections += ["--import-source", "yes"]
     return [ncu, "--profile-from-start", "off", "--nvtx", "--clock-control", "none", *sections,
             "--metrics", ",".join(EXTRA_METRICS), "-k", kernel_regex, "--target-processes", "all",
             "-f", "-o", str(report_base), "--log-file", str(log_path)]
@@ -105,6 +133,22 @@ def ncu_version(ncu: str) -> str:
         return ""
     match = re.search(r"Version (\S+)", out)
     return match.group(1) if match else ""
+
+
+def ncu_help(ncu: str) -> str:
+    try:
+        return subprocess.run([ncu, "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def lines_refusal(help_text: str, version: str) -> str:
+    """Why this ncu cannot give hot lines ("" when it can): an ncu whose --print-source has no "cuda,sass" view
+    cannot tie counters to source lines, so it profiles without them."""
+    if "cuda,sass" in help_text:
+        return ""
+    return (f"not available: this ncu ({version or 'version unknown'}) cannot print counters per source line (its "
+            "--print-source has no cuda,sass view); a newer Nsight Compute can")
 
 
 def export_csv(ncu: str, report: Path, *page_args: str) -> str:
@@ -174,7 +218,12 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
     shutil.rmtree(cache_dir, ignore_errors=True)
     job = Job(kernel_path=str(project.kernel_path), stages=[STAGE], config=config.to_dict(),
               case_indices=options.get("cases"), cache_dir=str(cache_dir))
-    command = ncu_command(ncu, base, log_path, regex, full)
+    lines = bool(options.get("lines", True))
+    version = ncu_version(ncu)
+    help_text = ncu_help(ncu) if lines else ""
+    lines_refused = lines_refusal(help_text, version) if lines else ""
+    lines = lines and not lines_refused
+    command = ncu_command(ncu, base, log_path, regex, full, lines, import_source="--import-source" in help_text)
 
     events: list[Event] = []
     on_event: Callable[[Event], None] | None = options.get("on_event")
@@ -184,7 +233,8 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
         if on_event is not None:
             on_event(event)
 
-    runner = make_runner(env={"PYTHONPATH": str(PLUGIN_ROOT)}, launcher=command)
+    # Triton keeps each instruction's kernel.py line unless told not to: the hot lines need them.
+    runner = make_runner(env={"PYTHONPATH": str(PLUGIN_ROOT), "TRITON_DISABLE_LINE_INFO": "0"}, launcher=command)
     timeout = float(options.get("timeout_s") or DEFAULT_TIMEOUT_S)
     try:
         runner.run(job, collect, timeout_s=timeout, interpret_timeout_s=timeout)
@@ -204,17 +254,72 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
     if not rows:
         return ProfileResult.failure(EXIT_ENVIRONMENT, f"ncu profiled no kernel: none launched in the profiled "
                                                        f"call matched {regex}", str(report))
-    return summarize(project, events, rows, rules, report, log_path, ncu_version(ncu), full, regex)
+    source = read_source_lines(ncu, report, rows) if lines else None
+    if lines_refused:
+        source = SourceLines(collected=False, problem=lines_refused)
+    return summarize(project, events, rows, rules, report, log_path, version, full, regex, source)
+
+
+@dataclass
+class SourceLines:
+    """What the source page gave: each launch's blocks by launch id, or why there are none."""
+
+    collected: bool = True  # SourceCounters was asked of ncu
+    by_launch: dict[int, list[SourceBlock]] = field(default_factory=dict)
+    problem: str = ""  # "not available: <why>", shown instead of the hot lines
+
+
+def source_lines_of(page: str, rows: list[KernelRow]) -> SourceLines:
+    """The source page's export tied to the raw page's launches (rows), or the reason it cannot be."""
+    try:
+        blocks = parse_source_page(page)
+        if not blocks:
+            return SourceLines(problem="not available: ncu's source page names no source file: the kernel was "
+                                       "compiled without line info (is TRITON_DISABLE_LINE_INFO=1 set?)")
+        if not any(b.has_samples for b in blocks):
+            return SourceLines(problem="not available: the report holds no warp-state samples (the SourceCounters "
+                                       "section was not collected)")
+        launches = [Launch(id=r.id, name=r.name, samples=r.number(SAMPLE_COUNT)) for r in rows]
+        return SourceLines(by_launch=tie_to_launches(blocks, launches))
+    except SourcePageError as exc:
+        return SourceLines(problem=f"not available: {exc}")
+
+
+def read_source_lines(ncu: str, report: Path, rows: list[KernelRow]) -> SourceLines:
+    try:
+        page = export_csv(ncu, report, *SOURCE_PAGE)
+    except NcuReportError as exc:
+        return SourceLines(problem=f"not available: ncu could not export the source page ({exc})")
+    return source_lines_of(page, rows)
+
+
+def add_source_lines(record: dict[str, Any], row: KernelRow, source: SourceLines | None, root: Path,
+                     files: SourceFiles) -> None:
+    """A launch's warp samples, stall reasons and hot lines, into its record (nothing when not asked for)."""
+    if source is None:
+        return
+    samples = row.number(SAMPLE_COUNT)
+    record["warp_samples"] = int(samples) if samples is not None else None
+    record["stall_reasons"] = kernel_stalls(row.metrics)
+    blocks = source.by_launch.get(row.id)
+    record["hot_lines"] = hot_lines(blocks, root, files) if blocks is not None else None
+    if blocks is None:
+        record["hot_lines_unavailable"] = source.problem or "not available: the source page has no lines of it"
 
 
 def summarize(project: Project, events: list[Event], rows: list[KernelRow], rules: list[RuleResult],
-              report: Path, log_path: Path, version: str, full: bool, regex: str) -> ProfileResult:
-    """The summary lines and metrics of a profile: the report's kernels, each under the case that launched it."""
+              report: Path, log_path: Path, version: str, full: bool, regex: str,
+              source: SourceLines | None = None) -> ProfileResult:
+    """The summary lines and metrics of a profile: the report's kernels, each under the case that launched it
+    (with its hot lines when `source` holds the source page's)."""
     ready = next((e for e in events if isinstance(e, WorkerReady)), None)
     device = ready.device_name if ready else "?"
     cases = [e for e in events if isinstance(e, ProfiledCase)]
     by_range = {c.nvtx_range: c for c in cases}
-    what = "--set full" if full else "sections " + ", ".join(DEFAULT_SECTIONS)
+    lines_asked = source is not None
+    sections = sections_of(full, lines_asked and source.collected)
+    what = "--set full" if full else "sections " + ", ".join(sections)
+    files = SourceFiles()
     lines = [f"{project.name}: Nsight Compute {version or '?'} on {device}; one warm call per case, "
              f"clocks as they run (--clock-control none), {what}"]
     records = []
@@ -225,6 +330,7 @@ def summarize(project: Project, events: list[Event], rows: list[KernelRow], rule
             lines.append(f"  no kernel matching {regex} ran in this call")
         for row in mine:
             record = kernel_record(row, case.case_index, case.label, case.kernels, rules)
+            add_source_lines(record, row, source, project.root, files)
             records.append(record)
             lines += describe_kernel(record)
     stray = [r for r in rows if r.case_range not in by_range]
@@ -232,9 +338,13 @@ def summarize(project: Project, events: list[Event], rows: list[KernelRow], rule
         lines.append("outside the cases' NVTX ranges")
     for row in stray:
         record = kernel_record(row, None, "", [], rules)
+        add_source_lines(record, row, source, project.root, files)
         records.append(record)
         lines += describe_kernel(record)
     lines.append("the .ncu-rep report opens in the Nsight Compute GUI (ncu-ui REPORT) for the full story")
     metrics = {"tool": "ncu", "version": version, "device": device, "report": str(report), "log": str(log_path),
-               "sections": "full" if full else list(DEFAULT_SECTIONS), "kernel_filter": regex, "kernels": records}
+               "sections": "full" if full else sections, "kernel_filter": regex, "lines": lines_asked,
+               "kernels": records}
+    if lines_asked and source.problem:
+        metrics["hot_lines_unavailable"] = source.problem
     return ProfileResult(exit_code=EXIT_OK, summary_lines=lines, report_path=str(report), metrics=metrics)

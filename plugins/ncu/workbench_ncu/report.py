@@ -21,6 +21,7 @@ from typing import Any
 from workbench.commands import EXIT_ENVIRONMENT
 
 from .events import NVTX_PREFIX
+from .hotlines import describe_hot_lines
 
 # Raw metric names (ncu 2023.1 and later) behind each figure of the summary.
 DURATION = "gpu__time_duration.sum"
@@ -272,4 +273,4 @@ def describe_kernel(record: dict[str, Any]) -> list[str]:
     ]
     if record["limiter"]:
         lines.append(f"    limiter (ncu): {first_sentence(record['limiter'])}")
-    return lines
+    return lines + describe_hot_lines(record)
