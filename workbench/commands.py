@@ -3,7 +3,8 @@
 Exit codes are an API (README.md), defined once in workbench/core/verdict.py and re-exported here
 for commands and plugins: 0 all passed, 1 a verification failed, 2 the project or its kernel.py
 could not be used (also: bad arguments, a refused name), 3 an environment problem (no
-torch/triton, no GPU where one is needed, GPU ONLY).
+torch/triton, no GPU where one is needed, GPU ONLY), 4 verified but slower than the baseline beyond
+noise (`workbench bench --fail-slower`; only where the run would otherwise exit 0).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import pluggy
 hookimpl = pluggy.HookimplMarker("workbench")
 
 from .core.events import Event, StageChanged
-from .core.verdict import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE  # noqa: F401 - the API plugins import
+from .core.verdict import (  # noqa: F401 - the API plugins import
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_SLOWER,
+    EXIT_UNUSABLE,
+)
 
 
 @dataclass

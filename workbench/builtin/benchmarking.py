@@ -2,15 +2,18 @@
 
     workbench bench projects/rmsnorm            the sweep as a table, plus a plot under .workbench/
     workbench bench projects/rmsnorm --json     the same as one JSON record
+    workbench bench --baseline base.json --fail-slower 5%   a regression gate (exit 4)
 
 The worker refuses the Triton interpreter before verifying anything (exit 3), and
-never times a kernel that failed verification (exit 1).
+never times a kernel that failed verification (exit 1). Every case's time is compared with the
+previous timed run of the project and with a `--baseline` run, with an interval (core/timing/noise.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -18,17 +21,21 @@ from typing import Any
 from ..commands import (
     EXIT_ENVIRONMENT,
     EXIT_OK,
+    EXIT_UNUSABLE,
     Command,
     CommandError,
     Context,
     hookimpl,
 )
 from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
+from ..core.live.changes import BaselineError, Comparison, compare_timings, load_baseline, previous_timed, timings_of
+from ..core.project.history import RunRecord, read_records
 from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
 from ..core.stage import BENCH_STAGES, Job
-from ..reports import format_bench, projects_summary
-from .verifying import add_run_arguments, overall_exit, run_many
+from ..core.verdict import with_gate
+from ..reports import comparison_lines, format_bench, projects_summary
+from .verifying import add_run_arguments, overall_exit, resolve_projects, run_many
 
 MEASURE_TIMEOUT_S = 300.0
 
@@ -41,6 +48,27 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh-baselines", action="store_true",
                         help="time torch.compile(reference_fn) again rather than reuse an earlier run's time (kept "
                              "while reference_fn, get_inputs, the case, the GPU, torch and Triton are the same)")
+    parser.add_argument("--baseline", metavar="RUN|FILE",
+                        help="also compare every case's time with this run: an id, id prefix or index from "
+                             "`workbench history`, or a `workbench bench --json` output or run record file "
+                             "(the previous timed run is always compared)")
+    parser.add_argument("--fail-slower", type=percent_argument, metavar="PCT",
+                        help="exit 4 when a case is slower than the baseline (without --baseline: the previous "
+                             "timed run) beyond noise and by more than PCT percent ('5%%' or '5'); only where "
+                             "the run would otherwise exit 0")
+
+
+def percent_argument(text: str) -> float:
+    """An argparse `type` for a percentage ("5%" or "5", 0 or more): the fraction (0.05), else exit 2."""
+    number = text.strip()
+    number = number[:-1].strip() if number.endswith("%") else number
+    try:
+        value = float(number)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage: give a number, 0 or more, such as 5% or 5")
+    return value / 100.0
 
 
 def _run(args: argparse.Namespace, context: Context) -> int:
@@ -49,25 +77,72 @@ def _run(args: argparse.Namespace, context: Context) -> int:
                            "kernel's speed); use `workbench verify --interpret` for correctness", EXIT_ENVIRONMENT)
     if args.plot is not None and args.plot.suffix.lower() != ".png":
         raise CommandError(f"--plot {args.plot}: the plot is a PNG image; give a file name ending in .png")
+    baselines = read_baselines(args.projects, args.baseline) if args.baseline else {}  # before anything runs
     outcomes = run_many(args, context, list(BENCH_STAGES))
     records = []
+    slower = False
     for outcome in outcomes:
         plot_path, plot_line = None, ""
         if not args.no_plot and outcome.of_type(BenchResult):
             plot_path, plot_line = save_plot(outcome, args.plot if len(outcomes) == 1 else None)
+        comparisons = compare_outcome(outcome, baselines.get(outcome.project.root))
+        gated = comparisons[-1] if args.fail_slower is not None and comparisons else None
+        failing = gated.speed.slower_than(args.fail_slower) if gated is not None and gated.speed else []
+        slower = slower or bool(failing)
         if args.json:
-            records.append({**outcome.to_record(), "plot": str(plot_path) if plot_path else None})
+            gate = None if args.fail_slower is None else {
+                "threshold_percent": args.fail_slower * 100, "against": gated.to_dict()["against"] if gated else None,
+                "failed": [c.to_dict() for c in failing]}
+            records.append({**outcome.to_record(), "plot": str(plot_path) if plot_path else None,
+                            "comparisons": [c.to_dict() for c in comparisons], "regression_gate": gate})
         else:
             text = format_bench(outcome, verbose=args.verbose)
+            lines = [line for c in comparisons
+                     for line in comparison_lines(c, args.fail_slower if c is gated else None)]
+            if args.fail_slower is not None and gated is None:
+                lines.append(f"  regression gate (--fail-slower {args.fail_slower * 100:g}%): this run timed no "
+                             "case, so nothing failed it")
             if text:
-                print(text + (f"\n  {plot_line}" if plot_line else ""))
+                print(text + (f"\n  {plot_line}" if plot_line else "") + "".join(f"\n{line}" for line in lines))
                 print()
-    code = overall_exit(outcomes)
+    code = with_gate(overall_exit(outcomes), slower)
     if args.json:
         print(json.dumps({"exit_code": code, "projects": records}, indent=2, allow_nan=False, default=str))
     elif len(outcomes) > 1:
         print(projects_summary(outcomes, code))
     return code
+
+
+# -- comparisons with earlier runs --------------------------------------------------------
+
+def read_baselines(paths: list[str], ref: str) -> dict[Path, tuple[RunRecord, str]]:
+    """--baseline for every project the command will run (`paths`, resolved as run_many resolves them), by
+    project folder: (the record, where it came from). One that cannot be used is a usage error (exit 2), said
+    before anything runs or is written."""
+    found = {}
+    for project in resolve_projects(paths):
+        try:
+            found[project.root] = load_baseline(project, ref, read_records(project))
+        except BaselineError as exc:
+            raise CommandError(str(exc), EXIT_UNUSABLE) from None
+    return found
+
+
+def compare_outcome(outcome: RunOutcome, baseline: tuple[RunRecord, str] | None) -> list[Comparison]:
+    """A run's timed cases against the project's previous timed run, and against the baseline when one is named
+    (last: the regression gate reads the last comparison). [] when the run timed nothing."""
+    after = timings_of(outcome.of_type(BenchResult), outcome.of_type(DeviceFacts))
+    if not after:
+        return []
+    ready = outcome.ready
+    device = ready.device_name if ready else ""
+    own = outcome.record.id if outcome.record else ""
+    comparisons = [compare_timings("previous timed run", previous_timed(read_records(outcome.project), own),
+                                   after, device)]
+    if baseline is not None:
+        record, where = baseline
+        comparisons.append(compare_timings("baseline", record, after, device, where=where))
+    return comparisons
 
 
 # -- the plot ----------------------------------------------------------------------------

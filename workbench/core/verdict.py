@@ -15,6 +15,10 @@ gets. Exit codes are an API (README "Exit codes"):
       a compile error, a bad workbench.toml; also bad arguments and refused names)
     3 the environment cannot give the verdict: no torch/triton, no GPU where one is needed, a
       missing profiler; or GPU ONLY: the Triton interpreter cannot run what the kernel uses
+    4 the regression gate (`workbench bench --fail-slower`): everything verified, and a benchmark case is
+      slower than the baseline beyond noise by more than the threshold (timing/noise.py's rule). Given only
+      when the run would otherwise exit 0: any other failure's code wins, since only a kernel that verified
+      is timed at all (`with_gate`, applied after `worst_exit`)
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .events import (
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
+EXIT_SLOWER = 4  # verified, but slower than the baseline beyond noise (`workbench bench --fail-slower`)
 
 # Problems that mean "the project could not be used" (2), as opposed to a kernel that ran and was
 # wrong (1) or a machine that cannot run it (3).
@@ -64,6 +69,12 @@ def worst_problem(problems: Iterable[Problem]) -> tuple[int, Problem | None]:
     problems = list(problems)
     code = exit_code_of(p.kind for p in problems)
     return code, next((p for p in problems if exit_code_of([p.kind]) == code), None)
+
+
+def with_gate(code: int, slower: bool) -> int:
+    """A run's exit code with the regression gate's verdict: EXIT_SLOWER only in place of EXIT_OK. A failed
+    verification (1), an unusable project (2) or an environment problem (3) is the worse news, and it stands."""
+    return EXIT_SLOWER if slower and code == EXIT_OK else code
 
 
 def worst_exit(codes: Iterable[int]) -> int:

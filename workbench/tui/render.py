@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..core.live.changes import SpeedChange
 from ..core.text import MISSING, fmt_ms
+from ..core.timing.noise import FASTER, NO_INTERVAL, SLOWER, WITHIN_NOISE
 
 MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
         "cancelled": "⊘", "not run": "–", "gpu only": "◇", "gpu_only": "◇"}
@@ -40,15 +41,36 @@ def bar(fraction: float | None, width: int = 12, style: str = "") -> Text:
     return text
 
 
-def speed_text(change: SpeedChange | None) -> Text:
+CHANGE_STYLE = {FASTER: "bold green3", SLOWER: "bold red1", WITHIN_NOISE: "bold", NO_INTERVAL: "grey62"}
+CHANGE_ARROW = {FASTER: "▼", SLOWER: "▲", WITHIN_NOISE: "≈", NO_INTERVAL: "?"}
+CASES_SHOWN = 8  # per-case lines under a comparison's head; the rest are counted
+
+
+def speed_text(change: SpeedChange | None, why_not: str = "") -> Text:
+    """Kernel time against an earlier run (core/live/changes.py computes it): the geometric mean's change with
+    its interval and word, and how many cases came out faster, slower or within noise."""
     if change is None:
-        return Text("no timing to compare", style="grey50")
-    pct = change.percent
-    style = "bold green3" if pct < -1 else "bold red1" if pct > 1 else "bold"
-    arrow = "▼" if pct < -1 else "▲" if pct > 1 else "="
+        return Text(why_not or "no timing to compare", style="grey50")
+    overall = change.overall
     text = Text(f"{fmt_ms(change.before_ms)} → {fmt_ms(change.after_ms)}  ")
-    text.append(f"{arrow} {pct:+.1f}%", style=style)
-    text.append(f"  ({change.cases} cases)", style="grey50")
+    text.append(f"{CHANGE_ARROW[overall.label]} {overall.describe()}", style=CHANGE_STYLE[overall.label])
+    text.append(f"  ({change.describe_counts()})", style="grey50")
+    return text
+
+
+def case_change_lines(change: SpeedChange | None) -> Text:
+    """One line per benchmark case: its change with interval and word; the cases only one run timed."""
+    text = Text()
+    if change is None or len(change.per_case) < 2:
+        return text
+    for case in change.per_case[:CASES_SHOWN]:
+        text.append(f"\n  {case.name}  ", style="grey62")
+        if case.change is None:
+            text.append(f"timed in {case.only_in} only", style="grey50")
+        else:
+            text.append(case.change.describe(), style=CHANGE_STYLE[case.change.label])
+    if len(change.per_case) > CASES_SHOWN:
+        text.append(f"\n  ... and {len(change.per_case) - CASES_SHOWN} more cases", style="grey50")
     return text
 
 

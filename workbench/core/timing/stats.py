@@ -6,6 +6,7 @@ as well as the worker. The timers that produce the samples live in timers.py.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any, Iterable, Sequence
@@ -18,8 +19,15 @@ BYTES_LOWER_BOUND = "lower bound: inputs read once + outputs written once"
 FLOPS_FROM_KERNEL = "flops() in kernel.py"
 
 
+# A series has 30 to 5000 samples ([bench] min_samples, max_samples). A record keeps at most this many: enough
+# for the interval of a change between runs (timing/noise.py) to be about as wide as the series' own noise
+# says, at a few kilobytes a benchmark case rather than tens, in every record of every save.
+MAX_KEPT_SAMPLES = 200
+KEPT_DIGITS = 4  # significant digits kept: steps of 0.01-0.1%, ten times finer than noise.PRACTICAL_CHANGE
+
+
 def summarize(samples_ms: Iterable[float], method: str) -> Timing:
-    """Median, quartiles and minimum of one timed series (milliseconds).
+    """Median, quartiles and minimum of one timed series (milliseconds), and the samples kept for comparisons.
 
     The median, not the mean: a GPU series has a long right tail (a clock dip,
     another process) that the mean would chase.
@@ -32,7 +40,29 @@ def summarize(samples_ms: Iterable[float], method: str) -> Timing:
     # "inclusive": quartiles linearly interpolated between the samples, as numpy's default (one sample: itself)
     q25, _, q75 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
     return Timing(median_ms=statistics.median(values), q25_ms=q25, q75_ms=q75, min_ms=values[0],
-                  samples=len(values), method=method)
+                  samples=len(values), method=method, samples_ms=kept_samples(values))
+
+
+def kept_samples(sorted_ms: Sequence[float], limit: int = MAX_KEPT_SAMPLES) -> list[float]:
+    """The samples a record keeps: all of them up to `limit`, else the ones at `limit` evenly spaced ranks of the
+    sorted series (the first and the last among them), each to KEPT_DIGITS significant digits.
+
+    Evenly spaced ranks, not a random draw: the kept values are the series' quantiles, so their median and spread
+    are the whole series' (a draw would add its own noise), and the same series always keeps the same values.
+    Their order in time is not kept: the comparison needs the distribution, not the sequence. An interval from
+    the kept samples treats them as the sample, so for a longer series it is wider than the whole count would
+    make it; on purpose, since consecutive samples on a GPU are correlated (clocks, temperature) and the whole
+    count overstates what they know.
+    """
+    n = len(sorted_ms)
+    ranks = range(n) if n <= limit else (round(j * (n - 1) / (limit - 1)) for j in range(limit))
+    return [float(f"{sorted_ms[i]:.{KEPT_DIGITS}g}") for i in ranks]
+
+
+def without_samples(timing: Timing | None) -> Timing | None:
+    """The timing without its kept samples: for the series no comparison reads (the reference's, torch.compile's),
+    which would otherwise triple what a record holds."""
+    return dataclasses.replace(timing, samples_ms=[]) if timing is not None and timing.samples_ms else timing
 
 
 def relative_spread(timing: Timing) -> float:

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Sparkline, Static
 from ...core.live.changes import Comparison
 from ...core.project.history import RunRecord
 from ...core.text import MISSING, fmt_ms, fmt_part
-from ..render import MARK, MARK_COLOR, diff_text, speed_text
+from ..render import MARK, MARK_COLOR, case_change_lines, diff_text, speed_text
 
 
 class ChangesPanel(Horizontal):
@@ -38,7 +38,8 @@ def comparison_head(comparison: Comparison) -> Text:
     text.append(f"  {record.id[:15]} ", style="grey62")
     text.append(f"{MARK.get(verdict, '?')} {verdict}", style=MARK_COLOR.get(verdict, ""))
     text.append("\nspeed  ", style="grey62")
-    text.append_text(speed_text(comparison.speed))
+    text.append_text(speed_text(comparison.speed, "; ".join(comparison.notes)))
+    text.append_text(case_change_lines(comparison.speed))
     return text
 
 
