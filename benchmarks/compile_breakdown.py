@@ -98,7 +98,7 @@ def concurrent(path: Path, threads: int) -> dict:
     from triton.runtime._async_compile import AsyncCompileMode
 
     from workbench.core.project.contract import select_cases
-    from workbench.core.run.child.precompile import compile_only
+    from workbench.core.timing.compiled import compile_only
 
     fresh_cache()
     km = load(path)

@@ -284,7 +284,7 @@ def test_compile_only_compiles_every_config_and_launches_nothing(make_project, t
     import torch
 
     from workbench.core.project.contract import load_kernel
-    from workbench.core.run.child.precompile import compile_only
+    from workbench.core.timing.compiled import compile_only
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     km = load_kernel(make_project(ZEROED_OUTPUT) / "kernel.py")

@@ -43,6 +43,7 @@ BUILTIN_PLUGINS = (
     "workbench.builtin.scaffolding",
     "workbench.builtin.verifying",
     "workbench.builtin.benchmarking",
+    "workbench.builtin.compiling",
     "workbench.builtin.watching",
     "workbench.builtin.inspecting",
     "workbench.builtin.profiling",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.events import (
     AutotuneReport,
     BenchResult,
     CaseResult,
+    CompiledKernels,
     DeviceFacts,
     LogLine,
     Problem,
@@ -27,8 +28,12 @@ from .core.text import (
     fmt_value,
     source_lines,
 )
+from .core.timing.compiler_facts import describe_facts, facts_by_config, facts_cells, picked_facts
 from .core.timing.stats import bench_summary, relative_spread
 from .core.verdict import CASE_RANK, GPU_ONLY_KIND
+
+if TYPE_CHECKING:
+    from .core.live.changes import Comparison, SpeedChange
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
 
@@ -304,19 +309,57 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
 
 
 def timing_change(older: dict[str, Any], newer: dict[str, Any]) -> list[str]:
-    """Per benchmark case: the kernel's median time in two run records and the change."""
-    from .core.live.changes import bench_times
+    """Per benchmark case: the kernel's median time in two run records and the change, with its interval and
+    word where both runs kept samples (core/timing/noise.py)."""
+    from .core.live.changes import case_timings, speed_change
 
-    before, after = bench_times(older), bench_times(newer)
-    labels = {b.get("case_index"): b.get("label", "") for b in newer.get("bench") or []}
-    lines = []
-    for case in sorted(set(before) & set(after)):
-        change = (after[case] / before[case] - 1) * 100
-        lines.append(f"  case {case} {labels.get(case, '')}: {before[case]:.4f} ms -> "
-                     f"{after[case]:.4f} ms ({change:+.1f}%)")
+    speed = speed_change(case_timings(older), case_timings(newer))
+    lines = [f"  {c.name}: {c.change.before_ms:.4f} ms -> {c.change.after_ms:.4f} ms, {c.change.describe()}"
+             for c in (speed.matched if speed else [])]
     if not lines:
         lines.append("  (no benchmark timings in both runs)")
     return lines
+
+
+def comparison_lines(comparison: Comparison, gate: float | None = None) -> list[str]:
+    """A run's benchmark against an earlier run (core/live/changes.Comparison): per case the times, the change
+    with its interval and word, the cases only one run timed, and with `gate` (--fail-slower, a fraction) the
+    cases that fail it."""
+    if comparison.record is None:
+        lines = [f"  vs {comparison.title}: none recorded yet"]
+        if gate is not None:
+            lines.append(f"    regression gate (--fail-slower {gate * 100:g}%): " + gate_line(None, gate))
+        return lines
+    lines = [f"  vs {comparison.title} ({comparison.where or comparison.record.id}):"]
+    speed = comparison.speed
+    if speed is not None:
+        lines[0] += f" kernel time {speed.overall.describe()} over {speed.describe_counts()}"
+        rows = [("case", "before", "after", "change", "")]
+        for case in speed.matched:
+            change = case.change
+            interval = change.interval_percent
+            rows.append((case.name, fmt_ms(change.before_ms), fmt_ms(change.after_ms),
+                         f"{change.percent:+.1f}%" + (f" [{interval[0]:+.1f}%, {interval[1]:+.1f}%]" if interval
+                                                      else ""),
+                         change.label + (f" ({change.why})" if change.why else "")))
+        lines += text_table(rows, indent="    ")
+        lines += [f"    not compared: {c.name} (timed in {c.only_in} only)" for c in speed.unmatched]
+    lines += [f"    note: {n}" for n in comparison.notes]
+    if gate is not None:
+        lines.append(f"    regression gate (--fail-slower {gate * 100:g}%): " + gate_line(speed, gate))
+    return lines
+
+
+def gate_line(speed: SpeedChange | None, gate: float) -> str:
+    """What the regression gate found: the cases slower beyond noise by more than `gate`, or why none failed."""
+    if speed is None:
+        return "nothing to compare, so nothing failed it"
+    failing = speed.slower_than(gate)
+    if failing:
+        return "FAILED: " + "; ".join(f"{c.name} {c.change.describe()}" for c in failing)
+    unjudged = [c for c in speed.matched if c.change.low is None]
+    return "passed: no case slower beyond noise by more than that" + (
+        f" ({len(unjudged)} of {speed.cases} cases not judged: no interval)" if unjudged else "")
 
 
 # -- benchmark results ---------------------------------------------------------------------
@@ -396,17 +439,28 @@ def method_lines(results: list[BenchResult]) -> list[str]:
     return lines
 
 
-def autotune_lines(reports: list[AutotuneReport]) -> list[str]:
+def autotune_lines(reports: list[AutotuneReport], compiled: list[CompiledKernels] = ()) -> list[str]:
+    """Each tuning: every config's time beside what the compiler made of it (registers, spills, shared
+    memory, occupancy), the pick marked."""
     lines = []
     for a in reports:
         took = f" after {a.tuning_s:.2f} s of tuning" if a.tuning_s is not None else ""
         lines.append(f"  autotune, case {a.case_index}: {a.kernel} [{a.key}] picked {a.picked}{took} ({a.source})")
-        rows = []
+        facts = facts_by_config(compiled, a.case_index)
+        rows = [("time", "config", "regs", "spills", "smem", "occupancy", "")] if facts else []
         for t in sorted(a.timings, key=lambda t: (t.ms is None, t.ms or 0.0)):
-            rows.append((fmt_ms(t.ms) if t.ms is not None else t.status, t.config,
-                         "<- picked" if t.config == a.picked else ""))
+            row: tuple[str, ...] = (fmt_ms(t.ms) if t.ms is not None else t.status, t.config)
+            if facts:
+                row += facts_cells(facts.get((a.kernel, t.config)))
+            rows.append(row + ("<- picked" if t.config == a.picked else "",))
         lines += text_table(rows, indent="      ") if rows else []
     return lines
+
+
+def compiled_lines(compiled: list[CompiledKernels], reports: list[AutotuneReport]) -> list[str]:
+    """Per benchmark case, what the compiler made of the kernels it ran (the autotuner's pick)."""
+    return [f"  compiled, case {case}: {facts.kernel} ({facts.config}): {describe_facts(facts)}"
+            for case, facts in picked_facts(compiled, reports)]
 
 
 def kinds_table(results: list[BenchResult], facts: list[DeviceFacts]) -> list[str]:
@@ -458,7 +512,11 @@ def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
     if facts is not None and untimed:
         lines.append(f"  not timed: case {', '.join(map(str, untimed))}, wrong before timing (a wrong kernel's "
                      "time is never posted; see the verification report above)")
-    autotune = autotune_lines(outcome.of_type(AutotuneReport))
+    compiled = outcome.of_type(CompiledKernels)
+    autotune = autotune_lines(outcome.of_type(AutotuneReport), compiled)
+    facts_lines = compiled_lines(compiled, outcome.of_type(AutotuneReport))
+    if facts_lines:
+        lines += [""] + facts_lines
     if autotune:
         lines += [""] + autotune
     notes = [f"  note, case {r.case_index}: {n}" for r in results for n in r.notes]

@@ -172,8 +172,12 @@ class Timing:
     q25_ms: float
     q75_ms: float
     min_ms: float
-    samples: int
+    samples: int  # how many were timed
     method: str  # e.g. "cuda events, L2 flushed" or "cuda graph replay, L2 flushed"
+    # The samples themselves, sorted, at most stats.MAX_KEPT_SAMPLES of them at evenly spaced ranks and to 4
+    # significant digits (stats.kept_samples): what a comparison between runs needs for its interval
+    # (timing/noise.py). Empty in records written before they were kept, and for the reference's timings.
+    samples_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -278,6 +282,48 @@ class AutotuneReport(Event):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AutotuneReport":
         return cls(**{**data, "timings": [ConfigTiming(**t) for t in data.get("timings", [])]})
+
+
+@dataclass
+class KernelFacts:
+    """What the compiler made of one config of one @triton.jit function, for one specialisation."""
+
+    kernel: str  # the name it is launched by: the autotuner's (as in AutotuneReport.kernel), else the function's
+    config: str  # "BLOCK_SIZE=1024, num_warps=4, num_stages=3" (project.contract.describe_config)
+    signature: str  # Triton's specialisation of the arguments: "*fp32:16, *fp32:16, i32, fp32"
+    target: str  # what it was compiled for: "sm_90"
+    num_warps: int
+    num_stages: int
+    num_ctas: int = 1
+    registers: int | None = None  # per thread
+    spill_bytes: int | None = None  # local memory per thread: spilled registers (and local arrays)
+    static_shared: int | None = None  # bytes per block
+    dynamic_shared: int = 0  # bytes per block, as Triton launches it
+    occupancy: float | None = None  # theoretical: resident warps over the SM's warp slots (timing/occupancy.py)
+    blocks_per_sm: int | None = None
+    limiter: str = ""  # what bounds the occupancy: registers, shared memory, warps, blocks
+    case_indices: list[int] = field(default_factory=list)  # the cases that launch it
+    files: dict[str, str] = field(default_factory=dict)  # IR stage -> its file in the project's Triton cache
+    hash: str = ""  # Triton's hash of the compiled kernel
+
+
+@dataclass
+class CompiledKernels(Event):
+    """Every config of every kernel compiled for a case (or a benchmark case), with the compiler's facts."""
+
+    type: ClassVar[str] = "compiled_kernels"
+    kernels: list[KernelFacts] = field(default_factory=list)
+    target: str = ""  # "sm_90", compiled for this GPU, or named with `workbench ir --target`
+    compiled_here: bool = True  # False: compiled for a named target, not for a GPU in this machine
+    facts_source: str = ""  # where registers and spills were read: the CUDA driver, or ptxas's report in the cubin
+    case_index: int | None = None
+    seconds: float = 0.0  # spent gathering them (nothing is launched)
+    tools: dict[str, str] = field(default_factory=dict)  # "nvdisasm"/"cuobjdump" -> path, for SASS
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CompiledKernels":
+        return cls(**{**data, "kernels": [KernelFacts(**k) for k in data.get("kernels", [])]})
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:

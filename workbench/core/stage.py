@@ -27,6 +27,12 @@ if TYPE_CHECKING:  # for the annotations only: this module imports nothing of th
 # is verified (timing/bench.require_gpu_stage), then the battery, then the timing.
 BENCH_STAGES = ("require_gpu", "verify", "bench")
 
+# A worker (and the template it forks from) started with this set ("sm_90") compiles for that GPU architecture
+# and runs nothing: no CUDA, no interpreter (`workbench ir --target`: timing/compiled.ir_stage). Its mode is
+# COMPILE_MODE. An interpreting process cannot do it: Triton's own @jit helpers (tl.sum ...) are interpreted there.
+COMPILE_TARGET_ENV = "WORKBENCH_COMPILE_TARGET"
+COMPILE_MODE = "compile only"
+
 CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                       "illegal instruction", "device-side assert", "CUDA error: an illegal")
 

@@ -41,6 +41,8 @@ class Actions:
         tabs = self.query_one(TabbedContent)
         if tabs.query(f"#tab-{tab}"):
             tabs.active = f"tab-{tab}"
+            if tab == "ir":  # its keys (s, c, d) are the panel's own
+                self.query_one("#ir").focus()
 
     def action_edit(self) -> None:
         run = self.session.current

@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from ..core.events import (
     CaseResult,
+    CompiledKernels,
     Event,
     LogLine,
     Problem,
@@ -32,7 +33,7 @@ from ..core.events import (
     StageChanged,
     WorkerReady,
 )
-from ..core.live.changes import compare_with_history, kernel_time_series
+from ..core.live.changes import CaseKey, CaseTiming, compare_with_history, kernel_time_series
 from ..core.live.loop import LiveLoop, RunRequest
 from ..core.live.watch import ProjectWatcher, Save
 from ..core.project.folder import Project
@@ -47,12 +48,13 @@ from .panels import PanelSpec, collect_panels
 from .widgets.bench import AutotunePanel, BenchPanel
 from .widgets.cases import CaseDetail, CasesTable
 from .widgets.changes import ChangesPanel, HistoryPanel
+from .widgets.ir import IRPanel
 from .widgets.log import LogPanel
 from .widgets.profile import ProfilePanel
 from .widgets.status import StatusBar
 
 MIN_WIDTH, MIN_HEIGHT = 100, 28
-TABS = ("bench", "autotune", "changes", "log", "history", "profile")
+TABS = ("bench", "autotune", "changes", "log", "history", "profile", "ir")
 # Events that mean the new run has something of its own to show (until then the old results stay, stale).
 QUIET_EVENTS = (WorkerReady, LogLine, StageChanged)
 BENCH_PANELS = frozenset({"status", "bench", "autotune", "log"})  # what events after the verdict redraw
@@ -102,7 +104,7 @@ class WorkbenchApp(Actions, App):
         self.session = LiveSession(project_name=project.name, kernel_name=project.kernel_path.name, bench_on=bench)
         self.runs: dict[int, RunState] = {}
         self.known_configs: dict[str, list[str]] = {}  # autotuned kernel -> its configs, in pin-index order
-        self.bench_times: dict[str, dict[int, float]] = {}  # history record id -> kernel ms per bench case
+        self.bench_times: dict[str, dict[CaseKey, CaseTiming]] = {}  # history record id -> its timed cases
         self.timeline: list[tuple[str, int, str, float]] = []  # (failure|verdict|bench, run id, source hash, shown at)
         self.recorded: set[int] = set()  # run ids whose outcome is in the history (after RunDone)
         self._render_due: set[str] = set()  # panels a burst of benchmark events changed, drawn once (render_soon)
@@ -138,6 +140,8 @@ class WorkbenchApp(Actions, App):
                 if self.profilers:
                     with TabPane("Profile [dim]6[/]", id="tab-profile"):
                         yield ProfilePanel(id="profile")
+                with TabPane("IR [dim]7[/]", id="tab-ir"):
+                    yield IRPanel(id="ir")
                 for spec in self.plugin_panels:
                     with TabPane(spec.title, id=f"tab-plugin-{spec.id}"):
                         yield self._plugin_widget(spec)
@@ -268,6 +272,10 @@ class WorkbenchApp(Actions, App):
             session.benched = run
         if isinstance(event, RunFinished):
             self._learn_configs(run)
+        if isinstance(event, CompiledKernels):
+            session.note_compiled(run)
+            picked = {a.kernel: a.picked for a in run.autotune if a.case_index == event.case_index}
+            self.query_one(IRPanel).add_compiled(run.run_id, event, self.project.kernel_path.name, picked)
         self._log_event(event, run)
         if changed <= BENCH_PANELS:
             self.render_soon(changed)  # the benchmark's events follow the verdict within milliseconds
@@ -304,13 +312,13 @@ class WorkbenchApp(Actions, App):
                                                   events=outcome.events)
             except Exception as exc:  # noqa: BLE001
                 self.query_one(LogPanel).note(f"a plugin's finish_run failed: {exc}", style="red1")
-        if run is not None and outcome.record is not None and run.bench_times():
-            self.bench_times[outcome.record.id] = run.bench_times()
+        if run is not None and outcome.record is not None and run.case_timings():
+            self.bench_times[outcome.record.id] = run.case_timings()
         if outcome.record is not None:
             self.recorded.add(message.run_id)
         if run is not None and message.run_id == self.loop.latest:
             self.refresh_history(exclude=outcome.record.id if outcome.record else "",
-                                 source=self.project_source(), current_times=run.bench_times())
+                                 source=self.project_source(), current_times=run.case_timings())
 
     def _log_event(self, event: Event, run: RunState) -> None:
         log = self.query_one(LogPanel)
@@ -351,7 +359,7 @@ class WorkbenchApp(Actions, App):
 
     @work(thread=True, group="history", exclusive=True, exit_on_error=False)
     def refresh_history(self, exclude: str = "", source: str | None = None,
-                        current_times: dict[int, float] | None = None) -> None:
+                        current_times: dict[CaseKey, CaseTiming] | None = None) -> None:
         unreadable: list[str] = []
         records = read_records(self.project, unreadable)
         for line in unreadable:

@@ -17,6 +17,7 @@ from ..core.events import (
     AutotuneReport,
     BenchResult,
     CaseResult,
+    CompiledKernels,
     DeviceFacts,
     Event,
     LogLine,
@@ -26,6 +27,7 @@ from ..core.events import (
     StageChanged,
     WorkerReady,
 )
+from ..core.live.changes import CaseKey, CaseTiming, timings_of
 from ..core.live.loop import RunRequest
 from ..core.live.watch import Save
 from ..core.verdict import (
@@ -122,6 +124,7 @@ class RunState:
     bench: list[BenchResult] = field(default_factory=list)
     device: DeviceFacts | None = None
     autotune: list[AutotuneReport] = field(default_factory=list)
+    compiled: list[CompiledKernels] = field(default_factory=list)  # per benchmark case: each config's facts
     logs: list[LogLine] = field(default_factory=list)
     finished: RunFinished | None = None
     planned: list[int] = field(default_factory=list)  # verification's cases, in order
@@ -189,6 +192,9 @@ class RunState:
             changed.add("bench")
         elif isinstance(event, AutotuneReport):
             self.autotune.append(event)
+            changed.add("autotune")
+        elif isinstance(event, CompiledKernels):
+            self.compiled.append(event)
             changed.add("autotune")
         elif isinstance(event, LogLine):
             self.logs.append(event)
@@ -307,8 +313,9 @@ class RunState:
         """Benchmark results belong on screen only for a kernel that verified."""
         return self.verdict == "passed" and bool(self.bench)
 
-    def bench_times(self) -> dict[int, float]:
-        return {b.case_index: b.kernel.median_ms for b in self.bench if b.kernel is not None}
+    def case_timings(self) -> dict[CaseKey, CaseTiming]:
+        """The kernel's timed cases with their kept samples: what the Changes tab compares with earlier runs."""
+        return timings_of(self.bench, [self.device] if self.device is not None else [])
 
     def configs_of(self, kernel: str) -> list[str]:
         """The configs verification forced for one autotuned kernel, in the tuner's order (pin indices)."""
@@ -337,6 +344,15 @@ class LiveSession:
     pin_labels: dict[str, str] = field(default_factory=dict)  # ... and that config, described
     ready: WorkerReady | None = None  # the last worker that reported in
     kernel_times: list[float] = field(default_factory=list)  # kernel time (ms) per timed run, oldest first
+    compiled_run: RunState | None = None  # the newest run that reported its compiled kernels
+    compiled_before: list[CompiledKernels] = field(default_factory=list)  # ... and the one before it, its kernels
+
+    def note_compiled(self, run: RunState) -> None:
+        """`run` reported compiled kernels: the run before it becomes what their facts are compared with."""
+        if self.compiled_run is not run:
+            if self.compiled_run is not None:
+                self.compiled_before = list(self.compiled_run.compiled)
+            self.compiled_run = run
 
     @property
     def disk_hash(self) -> str:

@@ -23,6 +23,8 @@ import os
 import signal
 import threading
 
+from ..stage import COMPILE_MODE, COMPILE_TARGET_ENV  # noqa: F401 - a worker that compiles for a named target
+
 WORKER_MODULE = "workbench.core.run.child.worker"
 TEMPLATE_MODULE = "workbench.core.run.child.template"
 

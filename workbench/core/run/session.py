@@ -14,6 +14,7 @@ from ..events import (
     AutotuneReport,
     BenchResult,
     CaseResult,
+    CompiledKernels,
     DeviceFacts,
     Event,
     Problem,
@@ -119,6 +120,7 @@ class RunOutcome:
             "devices": [_plain(f) for f in facts],  # several when one run spanned GPU kinds (--per-gpu-kind)
             "bench": bench_rows(results),
             "autotune": [_plain(a) for a in self.of_type(AutotuneReport)],
+            "compiled": [_plain(c) for c in self.of_type(CompiledKernels)],  # each config's registers, occupancy
             "bench_summary": bench_summary(results),
         }
 

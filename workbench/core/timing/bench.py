@@ -59,6 +59,7 @@ from ..verify.tensors import (
     synchronize,
 )
 from .autotune import AutotuneRecorder
+from .compiled import capture, gather
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
 from .plausible import (
@@ -87,6 +88,7 @@ from .stats import (
     lower_bound_bytes,
     rate_per_s,
     speedup,
+    without_samples,
 )
 from .timers import L2Flusher, measure
 
@@ -267,6 +269,7 @@ class CaseBencher:
         self.known_compiled: dict[str, dict] = context.job.compiled_timings
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
+        self.props = torch.cuda.get_device_properties(torch.cuda.current_device())
         self.wait_for_gpu: Callable[[], None] = context.wait_for_gpu
 
     def run(self, case: Case, set_up: dict[str, float] | None = None) -> None:
@@ -287,6 +290,18 @@ class CaseBencher:
                                              case.index))
         finally:
             torch.cuda.empty_cache()
+
+    def _report_compiled(self, case: Case, inputs: list[Any]) -> None:
+        """Registers, spills, shared memory and occupancy of every config the case compiled (compiled.py): a
+        call that compiles (here: finds in the cache) and launches nothing. A report, never a verdict."""
+        try:
+            own = clone_inputs(inputs) if self.inplace else inputs
+            captured, failed = capture(lambda: self.km.kernel_fn(*own), self.km.module)
+            event = gather(captured, case.index, compiled_here=True, props=self.props)
+        except Exception:  # noqa: BLE001 - the case's timing goes on without the facts
+            return
+        event.notes += [f"did not compile: {f}" for f in failed]
+        self.emit(event)
 
     def _run(self, case: Case, set_up: dict[str, float] | None) -> None:
         phases = Phases(set_up)
@@ -313,6 +328,8 @@ class CaseBencher:
         for report in recorder.reports(case.index):
             self.emit(report)
         phases.done("first call (compile, autotune)")
+        self._report_compiled(case, inputs)
+        phases.done("compiled kernels' facts")
         self.wait_for_gpu()  # a benchmark started beside its verification's last workers times once they are gone
         phases.done("waiting for the GPU")
         # The judge checks this output while the kernel is timed; a time is posted only once it passed.
@@ -453,7 +470,7 @@ class CaseBencher:
                 raise
             result.compiled_note = f"timing torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)}"
             return
-        result.compiled = timed.timing
+        result.compiled = without_samples(timed.timing)  # only the kernel's samples are compared between runs
         result.notes += timed.notes
 
     def _time_reference(self, result: BenchResult, inputs: list[Any]) -> None:
@@ -461,7 +478,7 @@ class CaseBencher:
             self.km.reference_fn(*inputs)  # its first call in the inputs' own dtype: warm it outside the timing
             reference = measure(lambda: self.km.reference_fn(*inputs), self.config, self.flusher, self.watch,
                                 "reference", result.bytes_moved)
-            result.reference = reference.timing
+            result.reference = without_samples(reference.timing)
             result.notes += reference.notes
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure
             if is_cuda_fatal(exc):

@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Static
 
 from ...core.events import BenchResult, DeviceFacts
 from ...core.text import MISSING, fmt_ms, fmt_rate, fmt_speedup
+from ...core.timing.compiler_facts import describe_facts, facts_by_config, facts_cells, facts_changes, picked_facts
 from ..model import LiveSession, RunState
 from ..render import bar
 
@@ -40,6 +41,8 @@ class BenchPanel(Vertical):
                 lines += [f"case {result.case_index}: {note}" for note in result.notes]
                 if result.compiled is None and result.compiled_note:
                     lines.append(f"case {result.case_index}: torch.compile: {result.compiled_note}")
+            lines += [f"case {case}: compiled {facts.kernel} ({facts.config}): {describe_facts(facts)}"
+                      for case, facts in picked_facts(shown.compiled, shown.autotune)]
             if shown.bench:
                 lines.append(f"bytes: {shown.bench[0].bytes_source or 'lower bound'}"
                              + (f" · method: {shown.bench[0].kernel.method}" if shown.bench[0].kernel else ""))
@@ -116,7 +119,8 @@ def bench_cells(r: BenchResult) -> tuple:
             fmt_rate(r.tflops, "").strip(), bar(r.compute_fraction, width=8), recheck)
 
 
-AUTOTUNE_COLUMNS = ("kernel", "key", "#", "config", "time", "vs best", "status", "")
+AUTOTUNE_COLUMNS = ("kernel", "key", "#", "config", "time", "vs best", "status", "regs", "spills", "smem", "occupancy",
+                    "")
 
 
 class AutotunePanel(Vertical):
@@ -135,10 +139,19 @@ class AutotunePanel(Vertical):
         run = session.current
         reports = autotune_source(session)
         table.clear()
-        head.update(autotune_headline(session, run, bool(reports)))
+        headline = autotune_headline(session, run, bool(reports))
+        compiled_run = session.compiled_run
+        if compiled_run is not None and session.compiled_before:
+            changes = facts_changes([k for e in session.compiled_before for k in e.kernels],
+                                    [k for e in compiled_run.compiled for k in e.kernels])
+            headline.append("\nsince the previous run: " + ("; ".join(changes[:4]) if changes else
+                                                              "registers, spills, shared memory and occupancy the same"),
+                            style="yellow" if changes else "grey50")
+        head.update(headline)
         for report in reports.autotune if reports else []:
             times = [t.ms for t in report.timings if t.ms]
             best = min(times) if times else None
+            facts = facts_by_config(reports.compiled, report.case_index)
             for n, timing in enumerate(report.timings):
                 picked = timing.config == report.picked
                 pinned = session.pin_labels.get(report.kernel) == timing.config
@@ -147,8 +160,15 @@ class AutotunePanel(Vertical):
                 status = Text(timing.status, style="green3" if timing.status == "ok" else "yellow")
                 table.add_row(report.kernel, report.key, str(n), Text(timing.config, style="bold" if picked else ""),
                               Text(timing.ms and f"{timing.ms:.4f} ms" or MISSING, style="bold" if picked else ""),
-                              relative, status, Text(marks, style="bold cyan"))
-        table.display = bool(reports and reports.autotune)
+                              relative, status, *facts_cells(facts.get((report.kernel, timing.config))),
+                              Text(marks, style="bold cyan"))
+        if reports is None or not reports.autotune:  # kernels without an autotuner: what the compiler made of them
+            run = session.compiled_run
+            for event in run.compiled if run is not None else []:
+                for n, facts in enumerate(event.kernels):
+                    table.add_row(facts.kernel, f"case {event.case_index}", str(n), facts.config, MISSING, MISSING,
+                                  "compiled", *facts_cells(facts), "")
+        table.display = bool(table.row_count)
         self.set_class(session.bench_stale if reports is session.benched else session.stale, "-stale")
 
 

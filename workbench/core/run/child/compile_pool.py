@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from ..protocol import COMPILE_ORDER_ENV
-from .precompile import compile_only
+from ...timing.compiled import CompileOnlyDriver, compile_only
 
 CONNECT_WAIT_S = 5.0  # how long the first compile process may take to connect before the worker compiles alone
 JOB_LIMIT_S = 60.0  # a compile process silent this long on one specialisation is dropped; the worker compiles it
@@ -313,36 +313,6 @@ def warm_compiler_for(target: list) -> None:
             os.environ.pop("TRITON_CACHE_DIR", None)
         else:
             os.environ["TRITON_CACHE_DIR"] = saved_cache
-
-
-class CompileOnlyDriver:
-    """What Triton's JIT asks of the active driver while it compiles, answered without CUDA: the
-    target comes from the GPU worker. Launching anything with it fails, as it must here."""
-
-    def __init__(self, target: Any):
-        self._target = target
-
-    def get_current_target(self) -> Any:
-        return self._target
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
-
-    def get_active_torch_device(self) -> Any:
-        import torch
-
-        return torch.device("cuda", 0)
-
-    def get_device_interface(self) -> Any:
-        import torch
-
-        return torch.cuda
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"a compile process has no GPU (Triton asked its driver for {name!r})")
 
 
 def find_jit_function(module: Any, qualname: str) -> Any:

@@ -16,41 +16,12 @@ benchmark to meet and report.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
-
 from ...events import StageChanged
 from ...stage import JobContext
+from ...timing.compiled import compile_only
 from ..protocol import (
     PRECOMPILING,  # the StageChanged a shard sends when its verification is over
 )
-
-
-@contextlib.contextmanager
-def compile_only() -> Iterator[None]:
-    """Within: launching a Triton kernel compiles it (every autotune config) and runs nothing."""
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import KernelInterface
-
-    def getitem(self: Any, grid: Any) -> Any:
-        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=True, **kwargs)
-
-    def compile_configs(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["warmup"] = True
-        self.nargs = dict(zip(self.arg_names, args))
-        try:
-            for config in self.prune_configs(kwargs):
-                with contextlib.suppress(Exception):  # a config that cannot compile: the benchmark reports it
-                    self.fn.run(*args, **{**kwargs, **config.all_kwargs()})
-        finally:
-            self.nargs = None
-
-    saved = KernelInterface.__getitem__, Autotuner.run
-    KernelInterface.__getitem__, Autotuner.run = getitem, compile_configs
-    try:
-        yield
-    finally:
-        KernelInterface.__getitem__, Autotuner.run = saved
 
 
 def precompile_stage(context: JobContext) -> None:

@@ -16,7 +16,7 @@ import socket
 import sys
 from typing import Sequence
 
-from ..protocol import WORKER_MODULE, die_with_parent
+from ..protocol import COMPILE_TARGET_ENV, WORKER_MODULE, die_with_parent
 
 # What every worker imports before its job: loaded once here, shared by every fork.
 PRELOAD = ("torch", "triton", "triton.language", "workbench.core.events", "workbench.core.stage",
@@ -35,7 +35,8 @@ def serve(sock: socket.socket) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     # triton.language's own @jit functions become interpreter functions only when TRITON_INTERPRET
     # is set as it is imported: the template serves one mode, chosen as a worker chooses it.
-    interpret = os.environ.get("WORKBENCH_INTERPRET") == "1" or not _gpu_visible()
+    interpret = (os.environ.get("WORKBENCH_INTERPRET") == "1" or not _gpu_visible()) \
+        and not os.environ.get(COMPILE_TARGET_ENV)
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"
     for name in PRELOAD:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...stage import Job, JobContext, Phases
-from ..protocol import COMPILE_ROLE, EXIT_POISONED, JOB_DONE, ROLE_ENV, die_with_parent
+from ..protocol import COMPILE_MODE, COMPILE_ROLE, COMPILE_TARGET_ENV, EXIT_POISONED, JOB_DONE, ROLE_ENV, die_with_parent
 from . import compile_pool
 
 # Stages a job can ask for, by name -> "module:function". Functions take
@@ -35,6 +35,7 @@ STAGES: dict[str, str] = {
     "precompile": "workbench.core.run.child.precompile:precompile_stage",  # a verify shard's share of the bench cases
     "require_gpu": "workbench.core.timing.bench:require_gpu_stage",  # first stage of `bench`: refuse the interpreter
     "measure_ceilings": "workbench.core.timing.device:measure_ceilings_stage",  # `doctor --measure`; needs no kernel
+    "ir": "workbench.core.timing.compiled:ir_stage",  # `workbench ir`: compile (for this GPU or a named target), run nothing
 }
 
 
@@ -44,6 +45,12 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
     import torch  # main() has set TRITON_INTERPRET when the interpreter was asked for
 
     reason = ""
+    target = os.environ.get(COMPILE_TARGET_ENV)
+    if target:  # compile for a named GPU, run nothing: no CUDA context, no interpreter
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+
+        return torch, COMPILE_MODE, f"no GPU used: compiling for {target}", f"a target was named ({target})"
     if os.environ.get("WORKBENCH_INTERPRET") == "1":
         reason = "--interpret was asked for"
     elif not torch.cuda.is_available():
