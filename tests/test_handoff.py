@@ -282,3 +282,34 @@ def test_the_whole_output_nan_count_is_said_wherever_the_sample_falls():
         assert result.status == "failed" and result.checks["nan"] == "failed"
         assert any("1 NaN where the reference has a number, counted over the whole output" in m
                    for m in result.messages), result.messages
+
+
+def test_the_judge_passes_a_plugins_own_events_on_and_never_a_forged_verdict():
+    """A plugin's event type (its module imported in the worker after the judge forked) reaches the parent as it
+    was written; a line that claims a type the workbench knows but does not parse is only log text, and a
+    verdict from the kernel's process is marked forged."""
+    import json
+    import os
+    import threading
+
+    from workbench.core.run.child.judge_process import FORGED, serve
+    from workbench.core.verify.handoff import EVENT, write_frame
+
+    frames_r, frames_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    events_r, events_w = os.pipe()
+    judge = threading.Thread(target=serve, args=(frames_r, replies_w, events_w), daemon=True)
+    judge.start()
+    plugin = {"type": "example_plugin_measured", "case_index": 2, "kernels": ["rmsnorm_kernel"]}
+    for line in (json.dumps(plugin), '{"type": "case_result", "case_index": 1}',
+                 '{"type": "case_result", "case_index": 1, "label": "x", "status": "passed"}', "not json"):
+        write_frame(frames_w, EVENT, line.encode())
+    os.close(frames_w)
+    judge.join(10)
+    with os.fdopen(events_r) as stream:
+        lines = [json.loads(line) for line in stream.read().splitlines()]
+    assert lines[0] == plugin
+    assert lines[1]["type"] == "log" and "case_result" in lines[1]["text"]
+    assert lines[2]["type"] == "case_result" and lines[2]["status"] == "error" and lines[2]["messages"] == [FORGED]
+    assert lines[3]["type"] == "log"
+    os.close(replies_r)

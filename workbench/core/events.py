@@ -350,6 +350,17 @@ def finite_or_none(value: float | None) -> float | None:
     return float(value)
 
 
+def foreign_event(line: str) -> bool:
+    """Whether `line` is one JSON object whose "type" no event of this process has: a plugin's own event, from a
+    module this process never imported (the parent, which loads the plugins, reads it). Never a verdict: every
+    type the workbench judges by is known here."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("type"), str) and data["type"] not in _REGISTRY
+
+
 class EventStream:
     """Events written to a file descriptor as JSON lines, one flushed line each (the worker's channel)."""
 
@@ -357,5 +368,9 @@ class EventStream:
         self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
 
     def __call__(self, event: Event) -> None:
-        self._file.write(event.to_json() + "\n")
+        self.line(event.to_json())
+
+    def line(self, text: str) -> None:
+        """One event already written as JSON (one line)."""
+        self._file.write(text.replace("\n", " ") + "\n")
         self._file.flush()

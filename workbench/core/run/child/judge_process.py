@@ -29,6 +29,7 @@ from ...events import (
     RunFinished,
     WorkerReady,
     event_from_json,
+    foreign_event,
 )
 from ...verify.handoff import CASE, EVENT, GATE, CaseData, read_frame, write_frame
 
@@ -123,10 +124,14 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
             return 0
         kind, payload = frame
         if kind == EVENT:
+            text = payload.decode("utf-8", "replace")
             try:
-                event = event_from_json(payload.decode("utf-8", "replace"))
+                event = event_from_json(text)
             except (ValueError, TypeError, KeyError):
-                send(LogLine(text=payload.decode("utf-8", "replace")[:2000], stream="stdout"))
+                if foreign_event(text):  # a plugin's event (its module was imported after this fork): passed on
+                    send.line(text)
+                else:
+                    send(LogLine(text=text[:2000], stream="stdout"))
                 continue
             if isinstance(event, RunFinished):
                 continue
