@@ -80,7 +80,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
                           "lines": [{"source_line": label, "text": text} for label, text in text_lines],
                           "stage_error": stage_error}, indent=2, default=str))
     else:
-        print(format_compiled(project.name, compiled, chosen, why))
+        report = format_compiled(project.name, compiled, chosen, why)
+        print(report or f"{project.name}: nothing compiled")
         for problem in outcome.of_type(Problem):
             print(f"  {problem.kind}: {problem.message}")
         if args.stage and chosen is not None:
