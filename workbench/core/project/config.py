@@ -25,6 +25,8 @@ overrides what it names:
                                  # live loop)
     storage_offset = "require"   # kernel_fn on inputs that start part-way into their storage: a failure
                                  # fails the verdict ("check": reported only; "off": not run)
+    backward = false             # true: a training kernel (as when get_inputs marks requires_grad): every
+                                 # floating-point input's gradient verified with the forward (verify/gradients.py)
 
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"
@@ -144,6 +146,7 @@ class VerifyConfig:
     cuda_graph: str = "check"
     noncontiguous: str = "check"  # verify/layouts.py
     storage_offset: str = "require"
+    backward: bool = False  # a training kernel whatever get_inputs marks: every float input's gradient verified
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def required_but_not_live(self) -> list[str]:

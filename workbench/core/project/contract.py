@@ -62,6 +62,7 @@ class KernelModule:
     flops: Callable[..., Any] | None = None
     bytes_moved: Callable[..., Any] | None = None
     jit_line_ranges: list[tuple[int, int, str]] = field(default_factory=list)
+    gradients: list[str] = field(default_factory=list)  # a training kernel's inputs whose gradients are verified
 
 
 def format_value(value: Any) -> str:

@@ -176,9 +176,15 @@ def bench_stage(context: JobContext) -> None:
     flusher = L2Flusher(facts.l2_bytes, context.config.bench.l2_flush)
     bencher = CaseBencher(context, facts, flusher)
     set_up.done("flush buffer, autotuners, compile watch")
-    for n, case in enumerate(cases, 1):
-        emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases), case_index=case.index))
-        bencher.run(case, set_up.seconds if n == 1 else None)  # the first case's result shows the set-up too
+    with torch.no_grad():  # a training kernel's forward is timed as in inference: no graph recorded
+        for n, case in enumerate(cases, 1):
+            emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases),
+                              case_index=case.index))
+            bencher.run(case, set_up.seconds if n == 1 else None)  # the first case's result shows the set-up too
+
+
+FORWARD_ONLY = ("a training kernel: the forward is timed (under torch.no_grad), not the backward "
+                "(verification checks the gradients)")
 
 
 class BenchChecker(Verifier):
@@ -336,6 +342,8 @@ class CaseBencher:
         pending = self.checker.check_soon(case, first, ref, ["benchmark case: checked before timing, and again "
                                                             "after it"])
         result = BenchResult(case_index=case.index, label=case.label)
+        if any(getattr(x, "requires_grad", False) for x in inputs):
+            result.notes.append(FORWARD_ONLY)
         self._amounts(result, inputs, first)
         del first
         phases.done("sample for the judge")

@@ -34,6 +34,7 @@ from ..project.contract import (
 from ..stage import ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
 from .compat import compat_runs
+from .gradients import for_training
 from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal
 from .guards import Guards
@@ -477,7 +478,9 @@ def verify_stage(context: JobContext) -> None:
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
         later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
         order = context.compiles.ahead(context.km, cases, later)
-    run_verification(context.km, cases, context.config.verify, context.emit, context.interpret, context.job.pins,
+    verify = context.config.verify
+    km = for_training(context.km, verify.backward, verify.require_triton)  # a training kernel: with its gradients
+    run_verification(km, cases, verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,
                      among=selected)
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker

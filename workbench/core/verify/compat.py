@@ -91,6 +91,9 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
             run.skipped = f"turned off ([verify] {key})"
         elif interpret:
             run.skipped = INTERPRETER_SKIP
+        elif km.gradients:
+            run.skipped = ("not run on a training kernel yet: here kernel_fn is verified with its backward "
+                           "(torch.autograd.grad), which this check does not trace")
         elif live:
             run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
         elif case.index not in anchors:

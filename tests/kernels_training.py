@@ -1,0 +1,119 @@
+"""Training kernels (issue 28) for tests/test_training.py: an RMSNorm written the way training-kernel
+libraries write one (a torch.autograd.Function; the backward computes dx per row and per-program partial
+sums of dw that torch adds up), and broken variants of it. Written for this project."""
+
+RMSNORM_TRAIN = '''"""RMSNorm for training, written as training-kernel libraries write it: a torch.autograd.Function whose
+forward saves the per-row inverse RMS, and whose backward computes dx per row and per-program partial
+sums of dw, summed by torch at the end."""
+import torch
+import triton
+import triton.language as tl
+
+EPS = 1e-6
+
+
+@triton.jit
+def _rms_fwd(x_ptr, w_ptr, y_ptr, rstd_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(rstd_ptr + row, rstd)
+    tl.store(y_ptr + row * stride + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rms_bwd(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_ptr, stride, n_rows, n_cols,
+             ROWS_PER_PROGRAM: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(ROWS_PER_PROGRAM):
+        row = pid * ROWS_PER_PROGRAM + i
+        if row < n_rows:
+            x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.load(rstd_ptr + row)
+            xhat = x * rstd
+            wdy = w * dy
+            c = tl.sum(xhat * wdy, axis=0) / n_cols
+            dx = (wdy - xhat * c) * rstd
+            tl.store(dx_ptr + row * stride + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            dw += dy * xhat
+    tl.store(dw_ptr + pid * n_cols + cols, dw, mask=mask)
+
+
+class RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        n_rows, n_cols = x2.shape
+        y = torch.empty_like(x2)
+        rstd = torch.empty(n_rows, device=x.device, dtype=torch.float32)
+        block = triton.next_power_of_2(n_cols)
+        _rms_fwd[(n_rows,)](x2, w, y, rstd, x2.stride(0), n_cols, EPS, BLOCK=block)
+        ctx.save_for_backward(x2, w, rstd)
+        ctx.shape = x.shape
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w, rstd = ctx.saved_tensors
+        n_rows, n_cols = x2.shape
+        dy2 = dy.reshape(-1, n_cols).contiguous()
+        dx = torch.empty_like(x2)
+        rows_per_program = 4
+        programs = triton.cdiv(n_rows, rows_per_program)
+        partial = torch.empty(programs, n_cols, device=x2.device, dtype=torch.float32)
+        _rms_bwd[(programs,)](dy2, x2, w, rstd, dx, partial, x2.stride(0), n_rows, n_cols,
+                              ROWS_PER_PROGRAM=rows_per_program, BLOCK=triton.next_power_of_2(n_cols))
+        return dx.view(ctx.shape), partial.sum(0).to(w.dtype)
+
+
+def rmsnorm(x, w):
+    return RMSNormFunction.apply(x, w)
+
+
+kernel_fn = rmsnorm
+
+
+def reference_fn(x, weight):
+    xf = x.float() if x.dtype != torch.float64 else x
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * weight.to(xf.dtype)
+    return y.to(x.dtype)
+
+
+CASES = [{"rows": r, "cols": c, "dtype": d} for r, c, d in ((1, 1, "float32"), (9, 127, "float32"), (9, 127, "bfloat16"))]
+
+
+def get_inputs(rows=7, cols=127, dtype="float32"):
+    dt = getattr(torch, dtype)
+    x = torch.randn(rows, cols, device="cuda", dtype=dt, requires_grad=True)
+    w = torch.randn(cols, device="cuda", dtype=dt, requires_grad=True)
+    return [x, w]
+'''
+
+# dx without the term through the row's RMS: wrong everywhere
+WRONG_DX = RMSNORM_TRAIN.replace("dx = (wdy - xhat * c) * rstd", "dx = wdy * rstd")
+# the weight's gradient missing
+NO_DW = RMSNORM_TRAIN.replace("return dx.view(ctx.shape), partial.sum(0).to(w.dtype)", "return dx.view(ctx.shape), None")
+BROKEN_BACKWARD = '''    @staticmethod
+    def backward(ctx, dy):
+        x2, w, rstd = ctx.saved_tensors
+        xhat = x2 * rstd[:, None]
+        dy2 = dy.reshape(x2.shape)
+        wdy = w * dy2
+        c = (xhat * wdy).mean(-1, keepdim=True)
+        return ((wdy - xhat * c) * rstd[:, None]).view(ctx.shape), (dy2 * xhat).sum(0)
+
+
+'''
+# the backward in torch: torch autograd's work, not a Triton kernel's
+TORCH_BACKWARD = RMSNORM_TRAIN.replace(RMSNORM_TRAIN[RMSNORM_TRAIN.index("    @staticmethod\n    def backward"):
+                                                     RMSNORM_TRAIN.index("def rmsnorm(x, w)")], BROKEN_BACKWARD)
+# the forward only: get_inputs no longer asks for gradients (an inference kernel: no gradient checked)
+INFERENCE_ONLY = RMSNORM_TRAIN.replace(", requires_grad=True", "")

@@ -1,0 +1,131 @@
+"""Training kernels: the backward verified with the forward.
+
+A project is a training kernel when get_inputs() returns tensors with `requires_grad=True`, or when
+workbench.toml says `[verify] backward = true` (then every floating-point tensor input is
+differentiated). kernel_fn is then typically `SomeFunction.apply`, a torch.autograd.Function whose
+forward and backward launch Triton kernels.
+
+Verification calls kernel_fn and reference_fn through `with_gradients`: the inputs that require grad
+become fresh leaves, the call runs, and one upstream gradient per differentiable output (the same
+values for kernel and reference: multiples of 1/8 in [-2, 2] without zero, exact in every float dtype,
+drawn from a generator seeded by the output's index and shape) is pulled back through
+`torch.autograd.grad`. The call's result is the forward's outputs followed by each input's gradient,
+named "grad <input>": every check of the battery (poisoned allocations, which now include the gradient
+buffers the backward allocates, NaN positions, tolerances per dtype against the float64 reference's
+autograd, repeat calls, every autotune config, generated edge shapes, launch counts) applies to the
+gradients as to outputs, and a failure names the input whose gradient is wrong and where.
+
+Refused outright, with a message: a backward that launched no Triton kernel (torch autograd computed
+the gradients) when `require_triton` holds, and a missing gradient (None) for an input that requires
+grad.
+"""
+
+from __future__ import annotations
+
+import inspect
+import zlib
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+
+from ..project.contract import KernelModule
+from .launches import LaunchCounter
+from .tensors import flatten_outputs
+
+
+class GradientError(Exception):
+    """The backward did not do what a training kernel's must (no Triton launch, a missing gradient)."""
+
+
+def gradient_inputs(inputs: list[Any], backward: bool) -> list[int]:
+    """The indices of the inputs whose gradients are verified: those get_inputs marks requires_grad, or with
+    `backward` (workbench.toml) every floating-point tensor input."""
+    marked = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.requires_grad]
+    if marked or not backward:
+        return marked
+    return [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+
+
+def input_names(fn: Callable[..., Any], count: int) -> list[str]:
+    """The inputs' names, from reference_fn's signature (kernel_fn is often Function.apply, which has none)."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"input #{i}" for i in range(count)]
+
+
+def upstream_like(output: torch.Tensor, index: int) -> torch.Tensor:
+    """The upstream gradient for output `index`: the same values for kernel and reference."""
+    generator = torch.Generator().manual_seed(zlib.crc32(f"{index}:{tuple(output.shape)}".encode()))
+    magnitude = torch.randint(1, 17, tuple(output.shape), generator=generator)
+    sign = torch.randint(0, 2, tuple(output.shape), generator=generator) * 2 - 1
+    return (magnitude * sign / 8.0).to(device=output.device, dtype=output.dtype)
+
+
+def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str], *, is_kernel: bool,
+                   require_triton: bool) -> Callable[..., Any]:
+    """fn, returning {"out": its outputs, "grad <name>": each input's gradient, ...}."""
+
+    def call(*inputs: Any) -> dict[str, Any]:
+        leaves = list(inputs)
+        for i in indices:
+            if isinstance(leaves[i], torch.Tensor):
+                leaves[i] = leaves[i].detach().requires_grad_(True)
+        out = fn(*leaves)
+        flat = flatten_outputs(out).tensors
+        differentiable = [(n, t) for n, t in enumerate(flat) if t.is_floating_point() and t.requires_grad]
+        targets = [leaves[i] for i in indices]
+        if not differentiable:
+            raise GradientError(f"{'kernel_fn' if is_kernel else 'reference_fn'} returned no output that requires "
+                                "grad: nothing to differentiate (is the autograd.Function's output detached?)")
+        before = LaunchCounter.count
+        grads = torch.autograd.grad([t for _, t in differentiable], targets,
+                                    [upstream_like(t, n) for n, t in differentiable], allow_unused=True)
+        if is_kernel and require_triton and LaunchCounter.count == before:
+            raise GradientError("the backward launched no Triton kernel: torch autograd computed the gradients "
+                                "(give the torch.autograd.Function a backward that launches Triton kernels)")
+        result: dict[str, Any] = {"out": _detached(out)}
+        for i, grad in zip(indices, grads):
+            if grad is None:
+                if is_kernel:
+                    raise GradientError(f"the backward gave no gradient for {names[i]} (input #{i}), which "
+                                        "requires grad (a None where the gradient should be)")
+                grad = torch.zeros_like(leaves[i])  # the reference does not use it: its gradient is zero
+            result[f"grad {names[i]}"] = grad
+        return result
+
+    return call
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
+
+
+def for_training(km: KernelModule, backward: bool, require_triton: bool) -> KernelModule:
+    """km with kernel_fn and reference_fn verified with their gradients, when it is a training kernel (the first
+    case's inputs say so, or `backward`); km itself otherwise, or when get_inputs fails (the battery reports it)."""
+    try:
+        inputs = km.get_inputs(**(km.cases[0].params if km.cases else {}))
+    except Exception:  # noqa: BLE001 - the battery calls it again and reports what it raises
+        return km
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else []
+    indices = gradient_inputs(inputs, backward)
+    if not indices:
+        return km
+    names = input_names(km.reference_fn, len(inputs))
+    return replace(km, kernel_fn=with_gradients(km.kernel_fn, indices, names, is_kernel=True,
+                                                require_triton=require_triton),
+                   reference_fn=with_gradients(km.reference_fn, indices, names, is_kernel=False,
+                                               require_triton=False),
+                   gradients=[names[i] for i in indices])
