@@ -2,7 +2,10 @@
 noise, ptxas's resource report, the facts beside autotune timings, and compiling for sm_90 on a machine with no GPU.
 
 The IR texts under fixtures/compiled/ were compiled for sm_90 by Triton 3.9 (fixtures/compiled/record.py): one small
-kernel as written (v1), moved down three lines (moved) and with another BLOCK (block256)."""
+kernel as written (v1), moved down three lines (moved) and with another BLOCK (block256). The h100_* files come
+from an H100 with Triton 3.6 (2026-11-25): the add scaffold's PTX and the shipped rmsnorm's SASS as `workbench ir
+--stage` printed them (the text right of the line labels), and the add scaffold's autotune and compiled-kernel
+rows of its `workbench bench --json` record."""
 
 from __future__ import annotations
 
@@ -224,3 +227,32 @@ async def test_the_app_shows_facts_beside_configs_and_the_ir_with_its_difference
         await pilot.pause(0.3)
         diff = "\n".join(panel.query_one("#ir-text").lines)
         assert "@@" in diff and "256" in diff
+
+
+# -- recorded on an H100 (Triton 3.6, its nvdisasm): the formats of the GPU machine's Triton -------------------
+
+def test_the_gpu_triton_s_ptx_and_sass_map_to_kernel_py_lines():
+    """h100_add.ptx: the add scaffold's kernel; h100_rmsnorm.sass: the shipped rmsnorm's (nvdisasm -c -gi)."""
+    add = (REPO / "scaffolds" / "add" / "kernel.py").read_text().splitlines()
+    lines = hottest_lines("ptx", (FIXTURES / "h100_add.ptx").read_text(), "kernel.py")
+    statements = {n: add[n - 1].strip() for n in lines}
+    assert any(s.startswith("x = tl.load") for s in statements.values())
+    assert any(s.startswith("tl.store") for s in statements.values())
+    rms = (REPO / "projects" / "rmsnorm" / "kernel.py").read_text().splitlines()
+    sass = hottest_lines("sass", (FIXTURES / "h100_rmsnorm.sass").read_text(), "kernel.py")
+    assert sum(sass.values()) > 50 and all("def " not in rms[n - 1] or n == min(sass) for n in sass)
+    assert any("tl.load" in rms[n - 1] for n in sass) and any("tl.store" in rms[n - 1] for n in sass)
+
+
+def test_facts_the_h100_reported_sit_beside_each_configs_time():
+    from workbench.reports import autotune_lines, compiled_lines
+
+    record = json.loads((FIXTURES / "h100_add_bench.json").read_text())  # the records' rows carry no "type"
+    reports = [AutotuneReport.from_dict(a) for a in record["autotune"]]
+    compiled = [CompiledKernels.from_dict(c) for c in record["compiled"]]
+    assert compiled[0].facts_source.startswith("the CUDA driver")
+    table = autotune_lines(reports, compiled)
+    row = next(line for line in table if "BLOCK_SIZE=4096, num_warps=4," in line)
+    assert "34" in row and "75% (registers)" in row
+    picked = compiled_lines(compiled, reports)
+    assert len(picked) == 1 and reports[0].picked in picked[0] and "regs" in picked[0]
