@@ -83,3 +83,14 @@ def plugin_cli(capsys):
         return run
 
     return bind
+
+
+@pytest.fixture
+def placeholder_project(tmp_path):
+    """A project whose kernel.py is a placeholder: for tests of records, history and reports, which run nothing."""
+    from workbench.core.project.folder import Project
+
+    folder = tmp_path / "rmsnorm"
+    folder.mkdir()
+    (folder / "kernel.py").write_text("# kernel\n")
+    return Project.open(folder)

@@ -13,7 +13,6 @@ from workbench.core.events import (
     WorkerReady,
     event_from_json,
 )
-from workbench.core.project.folder import Project
 from workbench.core.project.history import append_record, history_dir, read_records
 from workbench.core.run.session import RunOutcome
 from workbench.reports import timing_change
@@ -39,11 +38,8 @@ def bench_outcome(project, medians):
 
 
 @pytest.fixture
-def project(tmp_path):
-    folder = tmp_path / "rmsnorm"
-    folder.mkdir()
-    (folder / "kernel.py").write_text("# kernel\n")
-    return Project.open(folder)
+def project(placeholder_project):
+    return placeholder_project
 
 
 def test_record_carries_bench_facts_and_summary(project):
