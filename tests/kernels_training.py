@@ -117,3 +117,75 @@ TORCH_BACKWARD = RMSNORM_TRAIN.replace(RMSNORM_TRAIN[RMSNORM_TRAIN.index("    @s
                                                      RMSNORM_TRAIN.index("def rmsnorm(x, w)")], BROKEN_BACKWARD)
 # the forward only: get_inputs no longer asks for gradients (an inference kernel: no gradient checked)
 INFERENCE_ONLY = RMSNORM_TRAIN.replace(", requires_grad=True", "")
+
+# A fused cross-entropy loss as loss libraries write one: the forward's kernel writes the loss per row and the
+# gradient of the mean loss, which the forward saves; torch adds the rows' losses up; the backward hands the
+# saved gradient back as it is when the upstream gradient is 1.0, else scales it with a second kernel.
+CROSS_ENTROPY = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _ce_fwd(logits_ptr, grad_ptr, target_ptr, loss_ptr, stride, n_cols, n_rows, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(logits_ptr + row * stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    target = tl.load(target_ptr + row)
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    lse = m + tl.log(s)
+    x_t = tl.load(logits_ptr + row * stride + target).to(tl.float32)
+    tl.store(loss_ptr + row, lse - x_t)
+    p = e / s
+    g = tl.where(cols == target, p - 1.0, p) / n_rows
+    tl.store(grad_ptr + row * stride + cols, g.to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _scale(grad_ptr, scale_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    scale = tl.load(scale_ptr)
+    g = tl.load(grad_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(grad_ptr + offs, (g * scale).to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+class CrossEntropyFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, target):
+        n_rows, n_cols = logits.shape
+        grad = torch.empty_like(logits)
+        loss_rows = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+        _ce_fwd[(n_rows,)](logits, grad, target, loss_rows, logits.stride(0), n_cols, n_rows,
+                           BLOCK=triton.next_power_of_2(n_cols))
+        ctx.save_for_backward(grad)
+        return loss_rows.sum() / n_rows
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        if torch.equal(grad_output, torch.tensor(1.0, device=grad_output.device)):
+            return grad, None
+        n = grad.numel()
+        _scale[(triton.cdiv(n, 1024),)](grad, grad_output.float().reshape(1), n, BLOCK=1024)
+        return grad, None
+
+
+kernel_fn = CrossEntropyFunction.apply
+
+
+def reference_fn(logits, target):
+    return torch.nn.functional.cross_entropy(logits.float() if logits.dtype != torch.float64 else logits, target)
+
+
+CASES = [{"rows": 8, "cols": 100, "dtype": "float32"}, {"rows": 31, "cols": 1000, "dtype": "bfloat16"}]
+
+
+def get_inputs(rows=8, cols=100, dtype="float32"):
+    logits = torch.randn(rows, cols, device="cuda", dtype=getattr(torch, dtype), requires_grad=True)
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    return [logits, target]
+'''

@@ -43,3 +43,10 @@ def test_backward_true_makes_a_training_kernel_of_inputs_that_ask_for_no_gradien
                          toml=NO_LAYOUTS + "backward = true\n")
     code, rec = verify_json(cli, wrong, "--case", "1")
     assert code == 1 and "grad x" in messages(rec)
+
+
+def test_a_fused_loss_whose_forward_computes_the_gradient_verifies(cli, make_project):
+    code, rec = verify_json(cli, make_project(train.CROSS_ENTROPY, name="cross_entropy", toml=NO_LAYOUTS),
+                            "--case", "0", "--case", "1")
+    assert code == 0, messages(rec) + str(rec["problems"])
+    assert [c["launches"] for c in rec["cases"]] == [2, 2]  # the upstream gradient is never 1.0: the scaling runs

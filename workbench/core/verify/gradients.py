@@ -60,7 +60,8 @@ def input_names(fn: Callable[..., Any], count: int) -> list[str]:
 def upstream_like(output: torch.Tensor, index: int) -> torch.Tensor:
     """The upstream gradient for output `index`: the same values for kernel and reference."""
     generator = torch.Generator().manual_seed(zlib.crc32(f"{index}:{tuple(output.shape)}".encode()))
-    magnitude = torch.randint(1, 17, tuple(output.shape), generator=generator)
+    magnitude = torch.randint(1, 16, tuple(output.shape), generator=generator)
+    magnitude += (magnitude >= 8).to(magnitude.dtype)  # never exactly 1: a loss's backward may skip its kernel for 1.0
     sign = torch.randint(0, 2, tuple(output.shape), generator=generator) * 2 - 1
     return (magnitude * sign / 8.0).to(device=output.device, dtype=output.dtype)
 
@@ -86,7 +87,8 @@ def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str],
                                     [upstream_like(t, n) for n, t in differentiable], allow_unused=True)
         if is_kernel and require_triton and LaunchCounter.count == before:
             raise GradientError("the backward launched no Triton kernel: torch autograd computed the gradients "
-                                "(give the torch.autograd.Function a backward that launches Triton kernels)")
+                                "(give the torch.autograd.Function a backward that launches Triton kernels; "
+                                "[verify] require_triton = false allows it)")
         result: dict[str, Any] = {"out": _detached(out)}
         for i, grad in zip(indices, grads):
             if grad is None:
