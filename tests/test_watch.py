@@ -289,3 +289,24 @@ def test_live_loop_hands_the_reference_times_it_saw_to_the_next_run(project):
         loop.close()
     assert jobs[0].reference_timings == {}
     assert jobs[1].reference_timings == {"k1": vars(timing)}
+
+
+def test_a_save_caught_between_truncation_and_write_is_read_once_written(tmp_path):
+    """Editors (and cp) truncate kernel.py, then write it: a look in between sees an empty file, which is not the
+    save. A kernel.py emptied on purpose still is one, after the grace."""
+    from workbench.core.live.watch import ProjectWatcher, Save
+    from workbench.core.project.folder import Project
+
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    kernel = folder / "kernel.py"
+    kernel.write_text("X = 1\n")
+    watcher = ProjectWatcher(Project.open(folder), missing_grace_s=0.5)
+    kernel.write_text("")
+    threading.Timer(0.1, lambda: kernel.write_text("X = 2\n")).start()
+    notices = watcher.check()
+    assert [n.source for n in notices if isinstance(n, Save)] == ["X = 2\n"]
+    kernel.write_text("")
+    started = time.monotonic()
+    notices = watcher.check()
+    assert [n.source for n in notices if isinstance(n, Save)] == [""] and time.monotonic() - started >= 0.45

@@ -215,8 +215,11 @@ class ProjectWatcher:
         """Hash the watched files now and return the notices (also used after each filesystem batch)."""
         snapshot = take_snapshot(self.project)
         deadline = time.monotonic() + self.missing_grace_s
-        while snapshot.kernel_missing and time.monotonic() < deadline:
-            time.sleep(0.02)  # a rename-over save caught between its unlink and its rename
+        # A rename-over save caught between its unlink and its rename, or a save that truncates and then writes
+        # (most editors; a copy) caught between the two: looked at again until the kernel is back and not empty,
+        # for at most the grace (a kernel.py emptied on purpose is a save of its own, that much later).
+        while (snapshot.kernel_missing or snapshot.kernel_source == "") and time.monotonic() < deadline:
+            time.sleep(0.02)
             snapshot = take_snapshot(self.project)
         return self.gate.consider(snapshot, self._mtimes(snapshot))
 
