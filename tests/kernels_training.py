@@ -115,8 +115,6 @@ BROKEN_BACKWARD = '''    @staticmethod
 # the backward in torch: torch autograd's work, not a Triton kernel's
 TORCH_BACKWARD = RMSNORM_TRAIN.replace(RMSNORM_TRAIN[RMSNORM_TRAIN.index("    @staticmethod\n    def backward"):
                                                      RMSNORM_TRAIN.index("def rmsnorm(x, w)")], BROKEN_BACKWARD)
-# the forward only: get_inputs no longer asks for gradients (an inference kernel: no gradient checked)
-INFERENCE_ONLY = RMSNORM_TRAIN.replace(", requires_grad=True", "")
 
 # A fused cross-entropy loss as loss libraries write one: the forward's kernel writes the loss per row and the
 # gradient of the mean loss, which the forward saves; torch adds the rows' losses up; the backward hands the

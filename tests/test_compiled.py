@@ -153,8 +153,11 @@ def test_ir_for_sm_90_without_a_gpu(add_project):
     source = (project / "kernel.py").read_text().splitlines()
     lines = {int(line["source_line"]) for line in record["lines"] if line["source_line"].isdigit()}
     assert any("tl.load" in source[n - 1] for n in lines) and any("tl.store" in source[n - 1] for n in lines)
-    text = workbench("ir", str(project), "--target", "sm_90")
-    assert text.returncode == 0 and "occupancy" in text.stdout and "ptxas's resource report" in text.stdout
+    from workbench.builtin.compiling import format_compiled
+
+    events = [CompiledKernels.from_dict({k: v for k, v in c.items() if k != "type"}) for c in record["compiled"]]
+    text = format_compiled("add", events, events[0].kernels[1], "config 2, as asked")
+    assert "occupancy" in text and "ptxas's resource report" in text and "2*  add_kernel" in text
 
 
 def test_ir_refuses_bad_input_clearly(add_project, tmp_path):
@@ -168,8 +171,15 @@ def test_ir_refuses_bad_input_clearly(add_project, tmp_path):
     if not torch.cuda.is_available():  # with a GPU it compiles for that GPU
         no_gpu = workbench("ir", str(project))
         assert no_gpu.returncode == 3 and "--target sm_90" in no_gpu.stdout
-    wrong_config = workbench("ir", str(project), "--target", "sm_90", "--stage", "ptx", "--config", "99")
-    assert wrong_config.returncode == 2 and "configs 1 to" in wrong_config.stderr
+    from workbench.builtin.compiling import choose
+    from workbench.commands import CommandError
+
+    kernels = [facts("BLOCK=1024", 40, 0, 1.0), facts("BLOCK=2048", 64, 0, 0.5)]
+    with pytest.raises(CommandError, match="configs 1 to 2"):
+        choose(kernels, None, "99", {})
+    with pytest.raises(CommandError, match="BLOCK=1024; BLOCK=2048"):
+        choose(kernels, None, "BLOCK=4096", {})
+    assert choose(kernels, None, None, {(0, "k"): "BLOCK=2048"})[0] is kernels[1]  # the last benchmark's pick
 
 
 def compiled_event(tmp_path: Path, version: str, case: int, configs: list[str], registers: int) -> CompiledKernels:

@@ -36,9 +36,14 @@ def test_a_missing_gradient_and_a_backward_torch_computes_are_refused(cli, make_
 
 
 def test_backward_true_makes_a_training_kernel_of_inputs_that_ask_for_no_gradient(cli, make_project):
-    plain = make_project(train.INFERENCE_ONLY, name="inference", toml=NO_LAYOUTS)
-    code, rec = verify_json(cli, plain, "--case", "1")
-    assert code == 0 and [c["launches"] for c in rec["cases"]] == [1]  # forward only: no gradient asked for
+    import torch
+
+    from workbench.core.verify.gradients import gradient_inputs
+
+    x, w, n = torch.randn(4, 8), torch.randn(8), 3
+    assert gradient_inputs([x, w, n], backward=False) == []  # an inference kernel: forward only
+    assert gradient_inputs([x, w.requires_grad_(), n], backward=False) == [1]
+    assert gradient_inputs([x, torch.arange(3), n], backward=True) == [0]  # every float tensor input
     wrong = make_project(train.WRONG_DX.replace(", requires_grad=True", ""), name="wrong_dx_toml",
                          toml=NO_LAYOUTS + "backward = true\n")
     code, rec = verify_json(cli, wrong, "--case", "1")

@@ -1,5 +1,5 @@
 """Plain-text formatting of the numbers a run reports, one way for every screen: the CLI's reports
-(workbench/reports.py), the app's panels (workbench/tui/) and the history's summaries.
+(workbench/reports/), the app's panels (workbench/tui/) and the history's summaries.
 
 Pure Python; no Rich, no Textual. A missing value is MISSING everywhere.
 """
