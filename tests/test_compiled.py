@@ -227,6 +227,15 @@ async def test_the_app_shows_facts_beside_configs_and_the_ir_with_its_difference
         log = "\n".join(line for line in panel.query_one("#ir-text").lines)
         assert "rmsnorm_kernel" in log and "\n10 |     %x_6 = tt.load" in log  # a line of tt.load, labelled with kernel.py's line 10
         assert panel.chosen[1] == CONFIGS[1]  # the autotuner's pick first
+        await pilot.press("2")
+        table = app.query_one("#autotune-table")
+        table.focus()
+        table.move_cursor(row=2)  # the first report's third config
+        await pilot.pause(0.2)
+        assert panel.chosen[1] == CONFIGS[2]  # the IR tab follows the Autotune tab's highlighted row
+        table.move_cursor(row=1)
+        await pilot.pause(0.2)
+        await pilot.press("7")
         await replay(app, pilot, case_events(failing=False) + with_compiled("block256", 60), saved_at=2000.0)
         await pilot.press("2")
         assert "since the previous run: rmsnorm_kernel" in text_of(app.query_one("#autotune"))

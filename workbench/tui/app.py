@@ -421,6 +421,15 @@ class WorkbenchApp(Actions, App):
         row = run.rows.get(int(key)) if run is not None and key is not None else None
         self.query_one(CaseDetail).show(row, run)
 
+    @on(DataTable.RowHighlighted, "#autotune-table")
+    def _config_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The IR tab shows the config the user highlights in the Autotune tab (not a redraw's cursor)."""
+        if not event.data_table.has_focus:
+            return
+        chosen = self.query_one(AutotunePanel).row_configs.get(event.row_key.value or "")
+        if chosen is not None:
+            self.query_one(IRPanel).follow(*chosen)
+
     @on(DataTable.RowHighlighted, "#cases")
     def _case_selected(self) -> None:
         if self.is_running and self.screen.query("#cases"):  # a late highlight during shutdown has no table

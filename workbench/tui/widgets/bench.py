@@ -124,7 +124,12 @@ AUTOTUNE_COLUMNS = ("kernel", "key", "#", "config", "time", "vs best", "status",
 
 
 class AutotunePanel(Vertical):
-    """Every config each autotuned kernel tried, its time, and the pick; `t` pins one while iterating."""
+    """Every config each autotuned kernel tried, its time, what the compiler made of it, and the pick; `t` pins
+    one while iterating; the highlighted row's config is the one the IR tab shows."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.row_configs: dict[str, tuple[str, str, int | None]] = {}  # row key -> (kernel, config, case)
 
     def compose(self):
         yield Static(id="autotune-head", classes="panel-head")
@@ -139,6 +144,7 @@ class AutotunePanel(Vertical):
         run = session.current
         reports = autotune_source(session)
         table.clear()
+        self.row_configs = {}
         headline = autotune_headline(session, run, bool(reports))
         compiled_run = session.compiled_run
         if compiled_run is not None and session.compiled_before:
@@ -158,16 +164,20 @@ class AutotunePanel(Vertical):
                 marks = ("★ picked " if picked else "") + ("📌 pinned" if pinned else "")
                 relative = bar(best / timing.ms, width=10) if best and timing.ms else Text(MISSING, style="grey50")
                 status = Text(timing.status, style="green3" if timing.status == "ok" else "yellow")
+                key = f"{len(self.row_configs)}"
+                self.row_configs[key] = (report.kernel, timing.config, report.case_index)
                 table.add_row(report.kernel, report.key, str(n), Text(timing.config, style="bold" if picked else ""),
                               Text(timing.ms and f"{timing.ms:.4f} ms" or MISSING, style="bold" if picked else ""),
                               relative, status, *facts_cells(facts.get((report.kernel, timing.config))),
-                              Text(marks, style="bold cyan"))
+                              Text(marks, style="bold cyan"), key=key)
         if reports is None or not reports.autotune:  # kernels without an autotuner: what the compiler made of them
             run = session.compiled_run
             for event in run.compiled if run is not None else []:
                 for n, facts in enumerate(event.kernels):
+                    key = f"{len(self.row_configs)}"
+                    self.row_configs[key] = (facts.kernel, facts.config, event.case_index)
                     table.add_row(facts.kernel, f"case {event.case_index}", str(n), facts.config, MISSING, MISSING,
-                                  "compiled", *facts_cells(facts), "")
+                                  "compiled", *facts_cells(facts), "", key=key)
         table.display = bool(table.row_count)
         self.set_class(session.bench_stale if reports is session.benched else session.stale, "-stale")
 

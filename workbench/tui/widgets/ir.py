@@ -1,5 +1,6 @@
 """The IR tab: the chosen config's TTIR, TTGIR, LLIR, PTX or SASS, each line with the kernel.py line it came
-from, or its difference from the previous save. Keys: s next stage, c next config, d the difference.
+from, or its difference from the previous save. Keys: s next stage, c next config, d the difference. The config
+follows the row highlighted in the Autotune tab.
 
 The texts are read from the project's Triton cache (core/timing/ir.py) on a thread, as soon as a run reports
 its compiled kernels: the next save clears that cache, and the difference needs this save's text then."""
@@ -96,6 +97,17 @@ class IRPanel(Vertical, can_focus=True):
             if stage == self.stage:
                 self.app.call_from_thread(self.render_ir)
         self.app.call_from_thread(self.render_ir)
+
+    def follow(self, kernel: str, config: str, case: int | None) -> None:
+        """Show this config (the Autotune tab's highlighted row): its specialisation for `case` where there is one."""
+        matching = [k for k in self.kernels if k.kernel == kernel and k.config == config]
+        if not matching:
+            return
+        chosen = next((k for k in matching if case in k.case_indices), matching[0])
+        if identity(chosen) != self.chosen:
+            self.chosen = identity(chosen)
+            self._read(chosen, [self.stage, *self._text_stages()])
+            self.render_ir()
 
     # -- keys -----------------------------------------------------------------------------------------------
 
