@@ -275,3 +275,30 @@ def test_facts_the_h100_reported_sit_beside_each_configs_time():
     assert "34" in row and "75% (registers)" in row
     picked = compiled_lines(compiled, reports)
     assert len(picked) == 1 and reports[0].picked in picked[0] and "regs" in picked[0]
+
+
+async def test_without_a_gpu_the_ir_tab_compiles_for_sm_90_on_asking(tmp_path):
+    """`g` in the IR tab: where the workers interpret, the kernel is compiled for sm_90 in a worker that runs
+    nothing (as `workbench ir --target sm_90`), and what it made is shown; a failure is said there."""
+    from tui_helpers import app_for, rmsnorm_project, text_of
+
+    from workbench.core.events import Problem, WorkerReady
+    from workbench.tui.widgets.ir import IRPanel
+
+    project = rmsnorm_project(tmp_path)
+    app = app_for(project)
+    started = []
+    app._compile_for_target = started.append  # the worker itself: test_ir_for_sm_90_without_a_gpu
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("7")
+        panel = app.query_one(IRPanel)
+        await pilot.press("g")
+        assert started == [] and panel.kernels == []  # no worker has said it interprets: nothing to do
+        app.session.ready = WorkerReady(pid=1, mode="interpreter", device_name="CPU", torch_version="2",
+                                        triton_version="3", python_version="3", warmup_s=0.1)
+        await pilot.press("g")
+        assert started == ["sm_90"] and "compiling for sm_90" in text_of(panel.query_one("#ir-head"))
+        app._show_compiled(-1, [], [Problem(kind="compile", message="kernel.py:12: a bad tl.arange")], "sm_90")
+        assert "compiling for sm_90 failed: kernel.py:12: a bad tl.arange" in text_of(panel.query_one("#ir-head"))
+        app._show_compiled(-1, [compiled_event(tmp_path, "v1", 0, ["BLOCK=128"], 14)], [], "sm_90")
+        assert [k.config for k in panel.kernels] == ["BLOCK=128"]

@@ -1,4 +1,5 @@
-"""The app's key actions: rerun, verify only, bench on/off, open in $EDITOR, pin a config, profile.
+"""The app's key actions: rerun, verify only, bench on/off, open in $EDITOR, pin a config, profile, compile for
+a named GPU (the IR tab without a GPU).
 
 A mixin of WorkbenchApp (kept apart so app.py stays about events and rendering).
 """
@@ -14,11 +15,14 @@ from textual.widgets import TabbedContent
 from .editor import editor_command, is_terminal_editor
 from .messages import ProfileDone
 from .widgets.cases import CasesTable
+from .widgets.ir import IR_TARGET, IRPanel
 from .widgets.pin import UNPIN, PinScreen
 from .widgets.profile import ProfilePanel
 
 
 class Actions:
+    target_compiles = 0  # how many compiles for a target the IR tab has had (their run ids count down from -1)
+
     def action_rerun(self) -> None:
         self.submit("rerun")
 
@@ -109,3 +113,41 @@ class Actions:
 
     def on_profile_done(self, message: ProfileDone) -> None:
         self.query_one(ProfilePanel).show(message.name, message.result, message.error)
+
+    # -- the IR tab without a GPU: compile for a named target ------------------------------------------------------
+
+    def compile_for_target(self, target: str = IR_TARGET) -> None:
+        """Compile the kernel for `target` in a worker that runs nothing (`workbench ir --target`), for the IR tab and
+        the facts where the workers interpret. Not on a GPU: that would clear the Triton cache the runs' IR is in."""
+        ready = self.session.ready
+        if ready is None or ready.mode != "interpreter":
+            self.notify("the IR comes with each run's benchmark on a GPU", timeout=4)
+            return
+        self.query_one(IRPanel).show_message(f"compiling for {target} (nothing runs) ...")
+        self._compile_for_target(target)
+
+    @work(thread=True, group="ir-target", exclusive=True, exit_on_error=False)
+    def _compile_for_target(self, target: str) -> None:
+        from ..core.events import CompiledKernels, Problem
+        from ..core.run.factory import make_runner
+        from ..core.run.session import run_project
+        from ..core.stage import COMPILE_TARGET_ENV
+
+        runner = make_runner(env={COMPILE_TARGET_ENV: target}, parallel=1)
+        try:
+            outcome = run_project(self.project, runner, ["ir"], record=False)
+        finally:
+            runner.close()
+        compiled = outcome.of_type(CompiledKernels)
+        problems = outcome.of_type(Problem)
+        self.target_compiles -= 1  # each compile a run of its own for the IR tab (its difference from the last)
+        self.call_from_thread(self._show_compiled, self.target_compiles, compiled, problems, target)
+
+    def _show_compiled(self, run_id: int, compiled: list, problems: list, target: str) -> None:
+        panel = self.query_one(IRPanel)
+        if not compiled:
+            why = problems[0].message if problems else "the kernel launched no Triton kernel"
+            panel.show_message(f"compiling for {target} failed: {why}")
+            return
+        for event in compiled:
+            panel.add_compiled(run_id, event, self.project.kernel_path.name, {})

@@ -20,6 +20,7 @@ from ...core.timing.compiler_facts import describe_facts
 from ...core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, diff_summary, read_stage, stage_diff
 
 Key = tuple[str, str, str]  # kernel, config, signature
+IR_TARGET = "sm_90"  # what `g` compiles for where the workers interpret (no GPU)
 
 
 def identity(facts: KernelFacts) -> Key:
@@ -28,7 +29,7 @@ def identity(facts: KernelFacts) -> Key:
 
 class IRPanel(Vertical, can_focus=True):
     BINDINGS = [Binding("s", "next_stage", "stage"), Binding("c", "next_config", "config"),
-                Binding("d", "toggle_diff", "diff")]
+                Binding("d", "toggle_diff", "diff"), Binding("g", "compile_for_target", f"compile for {IR_TARGET}")]
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -48,8 +49,8 @@ class IRPanel(Vertical, can_focus=True):
         yield Log(id="ir-text", highlight=False)
 
     def on_mount(self) -> None:
-        self.show_message("no compiled kernels yet: they are reported when the kernel is benchmarked on a GPU "
-                          "(without one: `workbench ir --target sm_90`)")
+        self.show_message(f"no compiled kernels yet: they are reported when the kernel is benchmarked on a GPU "
+                          f"(without one: g compiles it for {IR_TARGET} here, nothing runs)")
 
     # -- what comes in ---------------------------------------------------------------------------------
 
@@ -130,6 +131,9 @@ class IRPanel(Vertical, can_focus=True):
         self.chosen = keys[(keys.index(self.chosen) + 1) % len(keys)] if self.chosen in keys else keys[0]
         self._read(self.facts(), [self.stage])
         self.render_ir()
+
+    def action_compile_for_target(self) -> None:
+        self.app.compile_for_target()
 
     def action_toggle_diff(self) -> None:
         self.show_diff = not self.show_diff
