@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..events import CompiledKernels, KernelFacts, Problem, StageChanged
-from ..project.contract import describe_config, problem_from_exception, select_cases
+from ..project.contract import describe_config, first_line, problem_from_exception, select_cases
 from ..stage import COMPILE_TARGET_ENV, JobContext
 from .compiler_facts import limits_for, occupancy
 from .ir import parse_target
@@ -148,12 +148,11 @@ def capture(call: Callable[[], Any], module: Any) -> tuple[list[Captured], list[
 
     def heard(launched: Any, config: Any, kernel: Any, error: BaseException | None) -> None:
         jit = _jit_of(launched)
-        name = names.get(id(launched)) if config is not None else None
-        name = name or getattr(jit, "__name__", None) or names.get(id(launched)) or "kernel"
+        # an autotuner by the name the module binds it to (AutotuneReport.kernel's), a plain launch by its function's
+        name = (config is not None and names.get(id(launched))) or getattr(jit, "__name__", "kernel")
         label = describe_config(config) if config is not None else _plain_config(jit, kernel)
         if error is not None:
-            failed.append(f"{name} ({label}): {type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"
-                          if str(error).strip() else f"{name} ({label}): {type(error).__name__}")
+            failed.append(f"{name} ({label}): {type(error).__name__}: {first_line(error)}")
             return
         found.setdefault((name, label, getattr(kernel, "hash", "")), Captured(name=name, config=label, kernel=kernel))
 
@@ -174,7 +173,7 @@ def _jit_of(obj: Any) -> Any:
 
 def _plain_config(jit: Any, kernel: Any) -> str:
     """A launch without an autotuner as a config: its constexpr arguments, then the compile options."""
-    parts = [f"{name}={_short(value)}" for name, value in _constexprs(jit, kernel).items()]
+    parts = [f"{name}={getattr(value, 'value', value)}" for name, value in _constexprs(jit, kernel).items()]
     meta = kernel.metadata
     parts += [f"num_warps={meta.num_warps}", f"num_stages={meta.num_stages}"]
     if getattr(meta, "num_ctas", 1) not in (None, 1):
@@ -192,11 +191,6 @@ def _constexprs(jit: Any, kernel: Any) -> dict[str, Any]:
         if isinstance(index, int) and index in declared:
             values[declared[index]] = value
     return dict(sorted(values.items(), key=lambda item: list(declared.values()).index(item[0])))
-
-
-def _short(value: Any) -> str:
-    value = getattr(value, "value", value)
-    return str(value)
 
 
 def signature_of(kernel: Any) -> str:
@@ -302,28 +296,35 @@ def cubin_resources(cuobjdump: str, cubins: list[tuple[str, str]]) -> dict[str, 
 
 
 def nvidia_tools() -> dict[str, str]:
-    """The paths of the CUDA tools Triton uses (its own copies unless TRITON_*_PATH names others)."""
+    """The paths of the CUDA tools Triton uses (its own copies unless TRITON_*_PATH names others).
+
+    Read from the knob's own description (its environment variable and its default path): asking the knob for
+    its value runs the tool with --version, a process per tool in every benchmark worker, for a path the
+    parent may never use (SASS is disassembled on demand)."""
     tools = {}
     try:
         from triton import knobs
 
         for name in ("cuobjdump", "nvdisasm"):
-            path = getattr(getattr(knobs.nvidia, name), "path", None)
-            if path and os.path.exists(path):
+            knob = vars(type(knobs.nvidia)).get(name)
+            candidates = [os.environ.get(knob.key), knob.default_path] if hasattr(knob, "default_path") else \
+                [getattr(getattr(knobs.nvidia, name), "path", None)]
+            path = next((p for p in candidates if p and os.path.exists(p)), None)
+            if path:
                 tools[name] = path
     except Exception:  # noqa: BLE001 - a Triton without the knobs, or without the NVIDIA backend
         pass
     return tools
 
 
-def gather(captured: list[Captured], case_index: int | None, compiled_here: bool, props: Any = None,
-           cases: dict[str, list[int]] | None = None) -> CompiledKernels:
+def gather(captured: list[Captured], case_index: int | None, compiled_here: bool, props: Any = None) -> CompiledKernels:
     """The facts of each captured kernel, as one event. `compiled_here`: loaded on this machine's GPU (the
     driver's figures), else compiled for a target only (ptxas's report, through cuobjdump)."""
     started = time.perf_counter()
     tools = nvidia_tools()
     notes: list[str] = []
     resources: dict[str, tuple[int | None, int | None, int | None] | None] = {}
+    files = {item.kernel.hash: ir_files(item.kernel) for item in captured}
     if compiled_here:
         source = "the CUDA driver (the loaded kernel's attributes)"
         for item in captured:
@@ -334,13 +335,13 @@ def gather(captured: list[Captured], case_index: int | None, compiled_here: bool
                 notes.append(f"{item.name} ({item.config}) does not load on this GPU: {exc}")
     else:
         source = "ptxas's resource report in the cubin (cuobjdump -res-usage)"
-        cubins = {ir_files(c.kernel).get("cubin"): c.kernel.name for c in captured}
+        cubins = {files[c.kernel.hash].get("cubin"): c.kernel.name for c in captured}
         cubins.pop(None, None)
         if cubins and "cuobjdump" not in tools:
             notes.append("no cuobjdump found: registers and spills unknown (set TRITON_CUOBJDUMP_PATH)")
         by_path = cubin_resources(tools["cuobjdump"], list(cubins.items())) if "cuobjdump" in tools else {}
         for item in captured:
-            resources[item.kernel.hash] = by_path.get(ir_files(item.kernel).get("cubin", ""))
+            resources[item.kernel.hash] = by_path.get(files[item.kernel.hash].get("cubin", ""))
     kernels, target = [], ""
     for item in captured:
         meta = item.kernel.metadata
@@ -350,9 +351,8 @@ def gather(captured: list[Captured], case_index: int | None, compiled_here: bool
                             num_warps=meta.num_warps, num_stages=meta.num_stages,
                             num_ctas=getattr(meta, "num_ctas", 1) or 1, registers=registers, spill_bytes=local,
                             static_shared=static, dynamic_shared=int(getattr(meta, "shared", 0) or 0),
-                            files=ir_files(item.kernel), hash=getattr(item.kernel, "hash", ""),
-                            case_indices=list((cases or {}).get(item.kernel.hash, [case_index] if case_index is not None
-                                                                else [])))
+                            files=files[item.kernel.hash], hash=item.kernel.hash,
+                            case_indices=[case_index] if case_index is not None else [])
         limits = limits_for(meta.target.arch, props) if isinstance(meta.target.arch, int) else None
         if limits is not None:
             occ = occupancy(limits, meta.num_warps, registers, (static or 0) + facts.dynamic_shared)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from ..protocol import COMPILE_ORDER_ENV
-from ...timing.compiled import CompileOnlyDriver, compile_only
+from ...timing.compiled import CompileOnlyDriver, compile_only, compiling_for
 
 CONNECT_WAIT_S = 5.0  # how long the first compile process may take to connect before the worker compiles alone
 JOB_LIMIT_S = 60.0  # a compile process silent this long on one specialisation is dropped; the worker compiles it
@@ -300,14 +300,12 @@ def warm_compiler_for(target: list) -> None:
 
     if not hasattr(driver, "_active"):
         return  # a Triton whose driver cannot be swapped back without asking CUDA: skip the head start
-    saved_driver, saved_cache = driver._active, os.environ.get("TRITON_CACHE_DIR")
-    driver.set_active(CompileOnlyDriver(GPUTarget(*target)))
+    saved_cache = os.environ.get("TRITON_CACHE_DIR")
     try:
-        with tempfile.TemporaryDirectory(prefix="workbench-warmup-") as scratch:
+        with compiling_for(GPUTarget(*target)), tempfile.TemporaryDirectory(prefix="workbench-warmup-") as scratch:
             os.environ["TRITON_CACHE_DIR"] = scratch
             _bump.warmup(torch.zeros(16), 16, STEP=3, BLOCK=16, grid=(1,))
     finally:
-        driver._active = saved_driver  # never driver.reset_active(): that would bring CUDA up in the template
         _bump.device_caches.clear()
         if saved_cache is None:
             os.environ.pop("TRITON_CACHE_DIR", None)
