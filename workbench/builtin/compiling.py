@@ -18,9 +18,7 @@ from typing import Any
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
 from ..core.events import CompiledKernels, KernelFacts, Problem
 from ..core.project.history import read_records
-from ..core.run.factory import make_runner
-from ..core.run.session import run_project
-from ..core.stage import COMPILE_TARGET_ENV
+from ..core.run.session import compile_for_target, run_project
 from ..core.timing.compiler_facts import describe_facts, fmt_occupancy
 from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, read_stage
 from ..core.verdict import worst_problem
@@ -50,16 +48,16 @@ def _run(args: argparse.Namespace, context: Context) -> int:
         except ValueError as exc:
             raise CommandError(f"--target: {exc}") from None
     project = resolve_projects([args.project])[0]
-    if args.target is not None:  # a worker of its own kind: compiles for the target, never touches a GPU
-        runners = [make_runner(env={COMPILE_TARGET_ENV: args.target}, parallel=1)]
-    else:
+    if args.target is not None:
+        outcome = compile_for_target(project, args.target, args.cases)
+    else:  # this machine's GPU, in the runner `verify` would use
         args.interpret, args.gpus = False, "all"
         runners = make_runners(args, context, 1, keep_warm=False)
-    try:
-        outcome = run_project(project, runners[0], ["ir"], case_indices=args.cases, record=False)
-    finally:
-        for runner in runners:
-            runner.close()
+        try:
+            outcome = run_project(project, runners[0], ["ir"], case_indices=args.cases, record=False)
+        finally:
+            for runner in runners:
+                runner.close()
     compiled: list[CompiledKernels] = outcome.of_type(CompiledKernels)
     code, worst = worst_problem(outcome.of_type(Problem))
     kernels = [k for event in compiled for k in event.kernels]

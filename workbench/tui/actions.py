@@ -129,15 +129,9 @@ class Actions:
     @work(thread=True, group="ir-target", exclusive=True, exit_on_error=False)
     def _compile_for_target(self, target: str) -> None:
         from ..core.events import CompiledKernels, Problem
-        from ..core.run.factory import make_runner
-        from ..core.run.session import run_project
-        from ..core.stage import COMPILE_TARGET_ENV
+        from ..core.run.session import compile_for_target
 
-        runner = make_runner(env={COMPILE_TARGET_ENV: target}, parallel=1)
-        try:
-            outcome = run_project(self.project, runner, ["ir"], record=False)
-        finally:
-            runner.close()
+        outcome = compile_for_target(self.project, target)
         compiled = outcome.of_type(CompiledKernels)
         problems = outcome.of_type(Problem)
         self.target_compiles -= 1  # each compile a run of its own for the IR tab (its difference from the last)

@@ -27,7 +27,7 @@ from ..project.baselines import load_baselines, remember_baselines
 from ..project.config import ConfigError
 from ..project.folder import Project, source_hash, watched_files
 from ..project.history import RunRecord, append_record
-from ..stage import Job
+from ..stage import COMPILE_TARGET_ENV, Job
 from ..timing.stats import bench_rows, bench_summary
 from ..verdict import ENVIRONMENT_KINDS, Tally, Verdict
 from .contracts import OnEvent, RunnerLike
@@ -220,3 +220,16 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
     if record and worth_recording(outcome):
         outcome.record = append_record(project, outcome.to_record(), source, files)
     return outcome
+
+
+def compile_for_target(project: Project, target: str, case_indices: list[int] | None = None) -> RunOutcome:
+    """The project's kernels compiled for a named GPU architecture ("sm_90") and nothing run (`workbench ir
+    --target`, the app's IR tab without a GPU): a worker of its own kind, which neither interprets nor touches
+    CUDA (stage.COMPILE_TARGET_ENV), its stage "ir". Not recorded in the history."""
+    from .factory import make_runner
+
+    runner = make_runner(env={COMPILE_TARGET_ENV: target}, parallel=1)
+    try:
+        return run_project(project, runner, ["ir"], case_indices=case_indices, record=False)
+    finally:
+        runner.close()
