@@ -41,6 +41,11 @@ def gpus_used(results: list[Any]) -> list[str]:
     return sorted({r.gpu for r in results if r.gpu})
 
 
+def text_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
 def mode_line(outcome: RunOutcome) -> str:
     ready = outcome.ready
     if ready is None:
@@ -302,6 +307,5 @@ from .bench import (  # noqa: E402,F401
     compiled_lines,
     format_bench,
     kinds_table,
-    text_table,
     timing_change,
 )

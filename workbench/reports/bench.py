@@ -23,7 +23,7 @@ from ..core.text import (
 )
 from ..core.timing.compiler_facts import describe_facts, facts_by_config, facts_cells, picked_facts
 from ..core.timing.stats import bench_summary, relative_spread
-from . import gpus_used  # the package defines it before it imports this module
+from . import gpus_used, text_table  # the package defines them before it imports this module
 
 if TYPE_CHECKING:
     from ..core.live.changes import Comparison, SpeedChange
@@ -97,11 +97,6 @@ def fmt_timing(timing: Timing | None) -> str:
 
 
 
-
-
-def text_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
 def device_lines(facts: DeviceFacts) -> list[str]:
