@@ -230,11 +230,13 @@ async def test_the_app_shows_facts_beside_configs_and_the_ir_with_its_difference
         await pilot.press("2")
         table = app.query_one("#autotune-table")
         table.focus()
+        await wait_for(pilot, lambda: table.has_focus, what="the autotune table's focus")
         table.move_cursor(row=2)  # the first report's third config
-        await pilot.pause(0.2)
-        assert panel.chosen[1] == CONFIGS[2]  # the IR tab follows the Autotune tab's highlighted row
+        await wait_for(pilot, lambda: panel.chosen[1] == CONFIGS[2], timeout=10,
+                       what="the IR tab to follow the Autotune tab's highlighted row")
+        assert panel.chosen[1] == CONFIGS[2]
         table.move_cursor(row=1)
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: panel.chosen[1] == CONFIGS[1], timeout=10, what="the pick again")
         await pilot.press("7")
         await replay(app, pilot, case_events(failing=False) + with_compiled("block256", 60), saved_at=2000.0)
         await pilot.press("2")
