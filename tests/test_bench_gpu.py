@@ -382,3 +382,32 @@ def test_a_bytes_moved_past_the_copy_ceiling_is_implausible(cli, make_project, c
     note = next(n for n in row["notes"] if n.startswith("implausible: "))
     assert "(bytes from bytes_moved() in kernel.py)" in note and "not posted" in note
     assert "TIME NOT POSTED on case 3" in record["bench_summary"]
+
+
+# Issue 28: a training kernel timed in each mode; the RMSNorm of tests/kernels_training.py with a benchmark case.
+TRAINING_BENCH = __import__("kernels_training").RMSNORM_TRAIN.replace(
+    '\n\n\ndef get_inputs', '\nCASES.append({"purpose": "bench", "rows": 4096, "cols": 1024, "dtype": "bfloat16"})\n\n\ndef get_inputs')
+
+
+@pytest.mark.parametrize("mode,launches", [("", 2), ("fwd", 1), ("bwd", 1)])
+def test_a_training_kernel_is_timed_in_its_mode_with_its_baselines_and_peak_memory(cli, make_project, cache_dir,
+                                                                                    mode, launches):
+    project = make_project(TRAINING_BENCH, name="rms_train_bench",
+                           toml=QUICK.format(compile="true") + "[verify]\nnoncontiguous = \"off\"\n")
+    code, out, err = cli("bench", project, "--json", "--no-plot", *(["--mode", mode] if mode else []))
+    assert code == 0, out
+    (row,) = json.loads(out)["projects"][0]["bench"]
+    assert row["mode"] == (mode or "full") and row["recheck"] == "passed" and row["withheld"] == ""
+    assert row["kernel"]["median_ms"] > 0 and row["reference"]["median_ms"] > 0
+    assert row["compiled"] is not None, row["compiled_note"]
+    # one call of the mode: the forward's launch and the backward's (full), or one of them; in bwd the forward
+    # each input set needs runs uncounted, so a timed call launches what a checked call does
+    assert row["timed_launches_per_call"] == launches and row["checked_launches"] == launches
+    assert row["kernel"]["peak_memory_bytes"] > 0 and row["compiled"]["peak_memory_bytes"] > 0
+    assert any(f"timed in mode {mode or 'full'}" in note for note in row["notes"])
+
+
+def test_a_backward_asked_of_a_forward_only_kernel_is_refused(cli, make_project, cache_dir):
+    code, out, err = cli("bench", make_project(kernels.GOOD, toml=QUICK.format(compile="false")), "--mode", "bwd")
+    assert code == 2, out
+    assert "no backward to time" in out

@@ -94,7 +94,8 @@ def _verify_project(cli, path):
 # rmsnorm (the demo's op) stays in the fast lane; the other ops repeat the same end-to-end check.
 @pytest.mark.parametrize("name", ["rmsnorm", *(pytest.param(name, marks=pytest.mark.slow) for name in
                                               ["layernorm", "softmax", "gelu", "silu_mul", "add", "matmul",
-                                               "attention"])])
+                                               "attention", "layernorm_train", "softmax_train", "silu_mul_train",
+                                               "cross_entropy_train"])])
 def test_known_op_scaffolds_verify_green(cli, tmp_path, name):
     cli("new", name, "--dir", tmp_path)
     code, record = _verify_project(cli, tmp_path / name)
@@ -149,3 +150,27 @@ def test_shipped_example_projects_are_what_workbench_new_makes(catalog):
         made = render(catalog.choose(folder.name, None), folder.name)
         shipped = {name: (folder / name).read_text(encoding="utf-8") for name in made}
         assert shipped == made, f"projects/{folder.name} differs from `workbench new {folder.name}`"
+
+
+def test_backward_picks_the_ops_training_scaffold_which_verifies_with_its_gradients(cli, catalog, tmp_path):
+    assert catalog.choose("rmsnorm", None, backward=True).name == "rmsnorm_train"
+    assert catalog.choose("my_norm", "layernorm", backward=True).name == "layernorm_train"
+    assert catalog.choose("swiglu", None, backward=True).name == "silu_mul_train"
+    assert catalog.choose("cross_entropy", None, backward=True).name == "cross_entropy_train"
+    assert catalog.choose("rmsnorm_train", None, backward=True).name == "rmsnorm_train"
+    code, out, err = cli("new", "rmsnorm", "--backward", "--dir", tmp_path)
+    assert code == 0 and "rmsnorm_train scaffold" in out
+    source = (tmp_path / "rmsnorm" / "kernel.py").read_text()
+    assert "def rmsnorm_bwd_kernel" in source and "rmsnorm_train" not in source
+    code, record = _verify_project(cli, tmp_path / "rmsnorm")
+    assert code == 0, ([c for c in record["cases"] if c["status"] != "passed"], record["problems"])
+    assert record["counts"]["passed"] >= 4
+    # each case's call ran the forward's kernel and the backward's (rows, then dw's partial sums)
+    assert all(c["launches"] >= 2 for c in record["cases"] if not c["config"] and c["status"] == "passed")
+
+
+def test_backward_without_a_training_scaffold_is_refused_with_the_list(cli, tmp_path):
+    code, out, err = cli("new", "gelu", "--backward", "--dir", tmp_path)
+    assert code == 2 and not (tmp_path / "gelu").exists()
+    text = out + err
+    assert "no training scaffold for 'gelu'" in text and "rmsnorm" in text and "cross_entropy" in text

@@ -3,6 +3,7 @@
     workbench bench projects/rmsnorm            the sweep as a table, plus a plot under .workbench/
     workbench bench projects/rmsnorm --json     the same as one JSON record
     workbench bench --baseline base.json --fail-slower 5%   a regression gate (exit 4)
+    workbench bench projects/rmsnorm_train --mode bwd    a training kernel's backward alone
 
 The worker refuses the Triton interpreter before verifying anything (exit 3), and
 never times a kernel that failed verification (exit 1). Every case's time is compared with the
@@ -29,6 +30,7 @@ from ..commands import (
 )
 from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
 from ..core.live.changes import BaselineError, Comparison, compare_timings, load_baseline, previous_timed, timings_of
+from ..core.project.config import BENCH_MODES
 from ..core.project.history import RunRecord, read_records
 from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
@@ -48,6 +50,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh-baselines", action="store_true",
                         help="time torch.compile(reference_fn) again rather than reuse an earlier run's time (kept "
                              "while reference_fn, get_inputs, the case, the GPU, torch and Triton are the same)")
+    parser.add_argument("--mode", choices=BENCH_MODES,
+                        help="a training kernel: time its forward (fwd), its backward alone (bwd) or both (full, "
+                             "the default; workbench.toml's [bench] mode); the baselines are timed the same way")
     parser.add_argument("--baseline", metavar="RUN|FILE",
                         help="also compare every case's time with this run: an id, id prefix or index from "
                              "`workbench history`, or a `workbench bench --json` output or run record file "

@@ -23,6 +23,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help="project name: a known op (rmsnorm, softmax, matmul ...) or any "
                                                 "identifier with --template")
     parser.add_argument("--template", "-t", help=f"skeleton: {', '.join(FAMILIES)} (or a known op's name)")
+    parser.add_argument("--backward", action="store_true",
+                        help="the op's training scaffold: a torch.autograd.Function with forward and backward "
+                             "Triton kernels, verified and timed with its gradients (rmsnorm, layernorm, softmax, "
+                             "silu_mul, cross_entropy)")
     parser.add_argument("--dir", default="projects", type=Path, help="where to create it (default: ./projects)")
     parser.add_argument("--list", action="store_true", help="list the templates and known ops, then exit")
 
@@ -39,7 +43,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
         return EXIT_OK
     try:
         validate_name(args.name)  # before the scaffold is looked up: a refused name is said as such
-        scaffold = cat.choose(args.name, args.template)
+        scaffold = cat.choose(args.name, args.template, args.backward)
         target = create_project(args.name, args.dir, scaffold)
     except ScaffoldError as exc:
         raise CommandError(str(exc)) from None

@@ -125,7 +125,8 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
                     context.pm.hook.workbench_observe_event(event=event, project=project)
 
             outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout,
-                                  fresh_baselines=getattr(args, "fresh_baselines", False))
+                                  fresh_baselines=getattr(args, "fresh_baselines", False),
+                                  bench_mode=getattr(args, "mode", None) or "")
             with lock:
                 finish(index, outcome)
 

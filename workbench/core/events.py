@@ -178,6 +178,9 @@ class Timing:
     # significant digits (stats.kept_samples): what a comparison between runs needs for its interval
     # (timing/noise.py). Empty in records written before they were kept, and for the reference's timings.
     samples_ms: list[float] = field(default_factory=list)
+    # Device memory one call took at its peak beyond what was allocated before it (outputs, saved tensors,
+    # temporaries): bench.peak_memory. None where not measured.
+    peak_memory_bytes: int | None = None
 
 
 @dataclass
@@ -237,6 +240,8 @@ class BenchResult(Event):
     timed_launches_per_call: float | None = None  # Triton launches per timed call, capture included (None: not counted)
     checked_launches: int | None = None  # Triton launches of one call on inputs it had not seen before
     input_sets: int | None = None  # input sets the timed calls went through in turn (the inputs and their copies)
+    # A training kernel's benchmark mode (timing/modes.py): "fwd", "bwd" or "full"; "" for a forward-only kernel.
+    mode: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":

@@ -117,20 +117,26 @@ def device_lines(facts: DeviceFacts) -> list[str]:
 def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
     with_flops = any(r.flops for r in results)
     on_gpus = len(gpus_used(results)) > 1
-    header = ("case", "inputs", "kernel", "IQR", "n", "reference", "torch.compile", "vs ref", "vs compile",
-              "GB/s", "% copy") + (("TFLOP/s", "% mm") if with_flops else ()) + (("SM MHz", "°C") if verbose else ()) \
-        + (("gpu",) if on_gpus else ())
+    with_mode = any(r.mode for r in results)
+    with_memory = any(t is not None and t.peak_memory_bytes is not None
+                      for r in results for t in (r.kernel, r.compiled))
+    header = ("case", "inputs") + (("mode",) if with_mode else ()) + (
+        "kernel", "IQR", "n", "reference", "torch.compile", "vs ref", "vs compile", "GB/s", "% copy") \
+        + (("TFLOP/s", "% mm") if with_flops else ()) + (("peak mem", "compile mem") if with_memory else ()) \
+        + (("SM MHz", "°C") if verbose else ()) + (("gpu",) if on_gpus else ())
     rows = [header]
     for r in results:
         k = r.kernel
         kernel_cell = "RE-CHECK FAILED" if r.recheck.startswith("failed") else "NOT POSTED" if r.withheld \
             else fmt_timing(k)
-        row = (str(r.case_index), r.label, kernel_cell, f"{relative_spread(k):.1%}" if k else MISSING,
-               str(k.samples) if k else MISSING,
-               fmt_timing(r.reference), fmt_timing(r.compiled), fmt_speedup(r.speedup_vs_reference),
-               fmt_speedup(r.speedup_vs_compiled), fmt_rate(r.gbps, "").strip(), fmt_fraction(r.bandwidth_fraction))
+        row = (str(r.case_index), r.label) + ((r.mode or "fwd",) if with_mode else ()) + (
+            kernel_cell, f"{relative_spread(k):.1%}" if k else MISSING, str(k.samples) if k else MISSING,
+            fmt_timing(r.reference), fmt_timing(r.compiled), fmt_speedup(r.speedup_vs_reference),
+            fmt_speedup(r.speedup_vs_compiled), fmt_rate(r.gbps, "").strip(), fmt_fraction(r.bandwidth_fraction))
         if with_flops:
             row += (fmt_rate(r.tflops, "").strip(), fmt_fraction(r.compute_fraction))
+        if with_memory:
+            row += (fmt_memory(k), fmt_memory(r.compiled))
         if verbose:
             row += (str(r.sm_clock_mhz) if r.sm_clock_mhz is not None else MISSING,
                     str(r.temperature_c) if r.temperature_c is not None else MISSING)
@@ -138,6 +144,13 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
             row += (r.gpu or MISSING,)
         rows.append(row)
     return text_table(rows)
+
+
+def fmt_memory(timing: Timing | None) -> str:
+    """A call's peak device memory beyond its inputs, in MiB (bench.peak_memory)."""
+    if timing is None or timing.peak_memory_bytes is None:
+        return MISSING
+    return f"{timing.peak_memory_bytes / (1 << 20):.4g} MiB"
 
 
 def method_lines(results: list[BenchResult]) -> list[str]:
@@ -148,6 +161,9 @@ def method_lines(results: list[BenchResult]) -> list[str]:
                 methods.setdefault(timing.method, timing)
     lines = [f"  {timing_mark(timing)} = {method}" for method, timing in methods.items()]
     lines.append("  times are medians; IQR is the middle half's spread over the median; n the kernel's samples")
+    if any(t is not None and t.peak_memory_bytes is not None for r in results for t in (r.kernel, r.compiled)):
+        lines.append("  peak mem: device memory one call took at its peak beyond what was allocated before it "
+                     "(outputs, saved tensors, temporaries)")
     sources = sorted({r.bytes_source for r in results if r.bytes_source})
     lines += [f"  bytes: {s}" for s in sources]
     flop_sources = sorted({r.flops_source for r in results if r.flops_source})

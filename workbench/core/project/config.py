@@ -37,6 +37,8 @@ overrides what it names:
     l2_flush = "read"            # between calls, read 2 x L2 ("write": memset it, as do_bench does)
     live_rep_ms = 100            # the live loop's shorter series (`workbench bench` uses rep_ms)
     live_compare_torch_compile = false   # the live loop skips torch.compile (seconds per save)
+    mode = "full"                # a training kernel: "fwd", "bwd" or "full" is timed (default full;
+                                 # `workbench bench --mode` overrides it)
 
     [tolerance.bfloat16]         # float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int*, bool (exact)
     rtol = 2e-2
@@ -161,6 +163,9 @@ class VerifyConfig:
         return self.tolerances.get(dtype_name)
 
 
+BENCH_MODES = ("fwd", "bwd", "full")  # a training kernel's forward, backward, or both (timing/modes.py)
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     warmup_ms: float = 200.0  # GPU time spent calling before each timed series: boost clocks settle
@@ -173,6 +178,9 @@ class BenchConfig:
     timeout_s: float = 600.0  # longest quiet spell in a bench run (a cold torch.compile can take minutes)
     live_rep_ms: float = 100.0  # the live loop answers within seconds of a save: a shorter series
     live_compare_torch_compile: bool = False  # torch.compile costs seconds per case and save
+    # A training kernel's benchmark mode: "fwd", "bwd" or "full" ("" : full for a training kernel; a forward-only
+    # kernel has "fwd" alone). timing/modes.py.
+    mode: str = ""
 
     def for_live_loop(self) -> "BenchConfig":
         """The same method with the live loop's budget: fewer samples, torch.compile only if asked for."""
@@ -221,6 +229,9 @@ class ProjectConfig:
         bench = _section(BenchConfig, data.pop("bench", {}), "bench", path)
         if bench.l2_flush not in ("read", "write"):
             raise ConfigError(path, "bench.l2_flush", f"must be 'read' or 'write', not {bench.l2_flush!r}")
+        if bench.mode not in ("", *BENCH_MODES):
+            raise ConfigError(path, "bench.mode", f"must be one of {', '.join(map(repr, BENCH_MODES))}, "
+                                                  f"not {bench.mode!r}")
         if bench.min_samples < 1:
             raise ConfigError(path, "bench.min_samples", f"must be at least 1, got {bench.min_samples}")
         if bench.max_samples < bench.min_samples:

@@ -9,6 +9,8 @@ data `workbench.scaffolds`): one folder each, holding `kernel.py`,
     aliases = ["rms_norm"]
     rename = "rmsnorm"      # identifier prefix replaced by the project's name
     template = false        # true for the four family skeletons
+    backward_of = "rmsnorm" # a training variant (forward and backward kernels) of this scaffold:
+                            # `workbench new rmsnorm --backward` picks it
 
 Plugins add scaffolds through the `workbench_register_scaffolds` hook.
 """
@@ -77,6 +79,7 @@ class Scaffold:
     rename: str
     template: bool = False
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    backward_of: str = ""  # the scaffold this one is the training variant of
 
     def files(self) -> dict[str, str]:
         """The project files this scaffold writes, by name (kernel.py, workbench.toml, .gitignore, AGENTS.md)."""
@@ -107,7 +110,7 @@ def load_scaffold(directory: Path) -> Scaffold:
         raise ScaffoldError(f"{directory}/scaffold.toml: family {family!r} is not one of {', '.join(FAMILIES)}")
     return Scaffold(name=directory.name, family=family, summary=meta.get("summary", ""), directory=directory,
                     rename=meta.get("rename", directory.name), template=bool(meta.get("template", False)),
-                    aliases=tuple(meta.get("aliases", ())))
+                    aliases=tuple(meta.get("aliases", ())), backward_of=meta.get("backward_of", ""))
 
 
 def builtin_scaffolds() -> list[Scaffold]:
@@ -142,10 +145,29 @@ class Catalog:
                 return s
         raise ScaffoldError(f"no scaffold for template {family!r}")
 
+    def training_variant(self, name: str, template: str | None) -> Scaffold:
+        """The training scaffold (forward and backward kernels) for a known op: NAME's, else --template's."""
+        variants = {s.backward_of.lower(): s for s in self.scaffolds if s.backward_of}
+        offered = ", ".join(sorted(variants)) or "none"
+        for key in (name, template):
+            known = self.by_name.get(key.lower()) if key else None
+            if known is None:
+                continue
+            if known.backward_of:
+                return known  # already a training scaffold
+            if known.name.lower() in variants:
+                return variants[known.name.lower()]
+        asked = template if template and template in self.by_name else name
+        raise ScaffoldError(f"--backward: no training scaffold for {_shown(asked)}; the ops with one: {offered} "
+                            "(or write the backward yourself: README, \"Training kernels\")")
+
     def known_names(self) -> list[str]:
         return sorted(s.name for s in self.scaffolds if not s.template)
 
-    def choose(self, name: str, template: str | None) -> Scaffold:
+    def choose(self, name: str, template: str | None, backward: bool = False) -> Scaffold:
+        """The scaffold `workbench new NAME [--template T] [--backward]` renders."""
+        if backward:
+            return self.training_variant(name, template)
         if template is not None:
             if template in self.by_name and template not in FAMILIES:
                 return self.by_name[template]

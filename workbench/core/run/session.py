@@ -163,14 +163,15 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
                 case_indices: list[int] | None = None, pins: dict[str, int] | None = None, *, live: bool = False,
                 timeout_s: float | None = None, reference_timings: dict[str, Any] | None = None,
                 options: dict[str, Any] | None = None, record: bool = True,
-                fresh_baselines: bool = False) -> RunOutcome:
+                fresh_baselines: bool = False, bench_mode: str = "") -> RunOutcome:
     """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run.
 
     `live`: the live loop's run (its shorter timing series; reference times of earlier runs,
     `reference_timings`, reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
     `options`: a plugin's own switches for its stages (Job.options); `record`: write the run to the history
     (a live loop that is not the project's recorder does not: history.RecorderLock); `fresh_baselines`: time
-    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/baselines.py)."""
+    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/baselines.py); `bench_mode`:
+    a training kernel's benchmark mode ("fwd", "bwd", "full"), over workbench.toml's [bench] mode."""
     started = time.monotonic()
     try:
         raw = project.kernel_path.read_bytes()
@@ -204,6 +205,8 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
     project.clear_triton_cache()
     if live:
         config = replace(config, bench=config.bench.for_live_loop())
+    if bench_mode:  # the command line's --mode wins over workbench.toml
+        config = replace(config, bench=replace(config.bench, mode=bench_mode))
     if timeout_s:  # the command line's --timeout wins over workbench.toml
         config = replace(config, verify=replace(config.verify, timeout_s=timeout_s, interpret_timeout_s=timeout_s))
     # torch.compile's kept times, read only where this run would time torch.compile (the live loop does not)

@@ -59,6 +59,7 @@ from ..verify.tensors import (
     synchronize,
 )
 from .autotune import AutotuneRecorder
+from .modes import MODE_WORDS, ModeError, TimedMode, takes_mode, timed_mode
 from .compiled import capture, gather
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
@@ -183,8 +184,27 @@ def bench_stage(context: JobContext) -> None:
             bencher.run(case, set_up.seconds if n == 1 else None)  # the first case's result shows the set-up too
 
 
-FORWARD_ONLY = ("a training kernel: the forward is timed (under torch.no_grad), not the backward "
-                "(verification checks the gradients)")
+def mode_note(mode: TimedMode) -> str:
+    return (f"a training kernel, timed in mode {mode.mode}: {MODE_WORDS[mode.mode]}; the reference and "
+            "torch.compile(reference_fn) the same way (`workbench bench --mode fwd|bwd|full`)")
+
+
+def peak_memory(fn: Callable[[], Any]) -> int | None:
+    """Device memory one call of `fn` takes at its peak, beyond what was allocated before it (its outputs,
+    saved tensors and temporaries); None where it cannot be read."""
+    try:
+        synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out = fn()
+        synchronize()
+        peak = torch.cuda.max_memory_allocated() - before
+        del out
+        return max(0, int(peak))
+    except Exception as exc:  # noqa: BLE001 - a report beside the time, never a reason to fail
+        if is_cuda_fatal(exc):
+            raise
+        return None
 
 
 class BenchChecker(Verifier):
@@ -262,7 +282,10 @@ class CaseBencher:
     """Checks, times and re-checks one benchmark case after another."""
 
     def __init__(self, context: Any, facts: DeviceFacts, flusher: L2Flusher):
-        self.km: KernelModule = context.km
+        self.project_km: KernelModule = context.km
+        self.km: KernelModule = context.km  # the case's: kernel_fn and reference_fn called in its mode (modes.py)
+        self.mode: TimedMode | None = None
+        self.backward = context.config.verify.backward
         self.config = context.config.bench
         self.inplace = context.config.verify.inplace
         self.emit: Callable[[Any], None] = context.emit
@@ -295,7 +318,22 @@ class CaseBencher:
             self.emit(problem_from_exception("runtime", exc, self.km.path, f"benchmarking {case.label} failed",
                                              case.index))
         finally:
+            if self.mode is not None:
+                self.mode.clear()  # the forwards a backward-only timing kept
+            self.mode, self.km = None, self.project_km
+            self.checker.km = self.km
             torch.cuda.empty_cache()
+
+    def _in_mode(self, case: Case, inputs: list[Any]) -> TimedMode:
+        """This case's kernel_fn and reference_fn, called in its benchmark mode (modes.py)."""
+        try:
+            mode = timed_mode(self.project_km, inputs, self.config.mode, self.backward)
+        except ModeError as exc:
+            self.emit(Problem(kind="config", message=str(exc), file=str(self.project_km.path), case_index=case.index))
+            raise RunAborted() from exc
+        self.mode, self.km = mode, mode.module(self.project_km)
+        self.checker.km = self.km
+        return mode
 
     def _report_compiled(self, case: Case, inputs: list[Any]) -> None:
         """Registers, spills, shared memory and occupancy of every config the case compiled (compiled.py): a
@@ -313,6 +351,7 @@ class CaseBencher:
         phases = Phases(set_up)
         inputs = self.checker._inputs(case)
         originals = clone_inputs(inputs) if self.inplace else None
+        mode = self._in_mode(case, inputs)
         phases.done("inputs")
         ref = self.checker.reference(inputs, case, native=True)
         phases.done("reference")
@@ -342,8 +381,9 @@ class CaseBencher:
         pending = self.checker.check_soon(case, first, ref, ["benchmark case: checked before timing, and again "
                                                             "after it"])
         result = BenchResult(case_index=case.index, label=case.label)
-        if any(getattr(x, "requires_grad", False) for x in inputs):
-            result.notes.append(FORWARD_ONLY)
+        if mode.indices:
+            result.mode = mode.mode
+            result.notes.append(mode_note(mode))
         self._amounts(result, inputs, first)
         del first
         phases.done("sample for the judge")
@@ -362,6 +402,8 @@ class CaseBencher:
             return  # a wrong kernel's time is never posted
         result.dtype = verdict.dtype
         result.kernel, result.notes = measured.timing, result.notes + measured.notes
+        if result.kernel is not None:
+            result.kernel.peak_memory_bytes = peak_memory(lambda: self.km.kernel_fn(*inputs))
         per_call = launches_per_call(launched, calls)
         result.timed_launches_per_call = round(per_call, 4) if per_call is not None else None
         state = gpu_state(device_uuid())
@@ -396,7 +438,7 @@ class CaseBencher:
         nbytes = input_storage_bytes(inputs)
         why_not = why_not_copied(inputs)
         free = free_device_bytes()
-        sets = 1 if why_not else affordable_sets(nbytes, free)
+        sets = 1 if why_not else affordable_sets(nbytes * (self.mode.memory_factor if self.mode else 1), free)
         copies: list[list[Any]] = []
         if sets > 1:
             try:
@@ -444,7 +486,7 @@ class CaseBencher:
                         originals: list[Any] | None) -> None:
         if originals is not None:
             restore_inputs(inputs, originals)
-        result.reference_key = reference_key(self.km, case, self.config, self.facts.name)
+        result.reference_key = reference_key(self.project_km, case, self.config, self.facts.name, result.mode)
         known = self.known_references.get(result.reference_key) if self.live else None
         if known:
             result.reference = Timing(**known)
@@ -466,7 +508,8 @@ class CaseBencher:
             return
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
                                case_index=case.index))
-        compiled, note = compile_reference(self.km.reference_fn, inputs)
+        compiled, note = compile_reference(self.project_km.reference_fn, inputs,
+                                           (lambda fn: self.mode.wrap(fn, False)) if self.mode else None)
         if compiled is None:
             result.compiled_note = note
             return
@@ -479,6 +522,8 @@ class CaseBencher:
             result.compiled_note = f"timing torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)}"
             return
         result.compiled = without_samples(timed.timing)  # only the kernel's samples are compared between runs
+        if result.compiled is not None:
+            result.compiled.peak_memory_bytes = peak_memory(lambda: compiled(*inputs))
         result.notes += timed.notes
 
     def _time_reference(self, result: BenchResult, inputs: list[Any]) -> None:
@@ -487,6 +532,8 @@ class CaseBencher:
             reference = measure(lambda: self.km.reference_fn(*inputs), self.config, self.flusher, self.watch,
                                 "reference", result.bytes_moved)
             result.reference = without_samples(reference.timing)
+            if result.reference is not None:
+                result.reference.peak_memory_bytes = peak_memory(lambda: self.km.reference_fn(*inputs))
             result.notes += reference.notes
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure
             if is_cuda_fatal(exc):
@@ -496,20 +543,35 @@ class CaseBencher:
     def _amounts(self, result: BenchResult, inputs: list[Any], outputs: Outputs) -> None:
         """Bytes and FLOPs of one call: from kernel.py when it says, else the bytes' lower bound."""
         result.bytes_moved, result.bytes_source = None, ""
-        if self.km.bytes_moved is not None:
+        bytes_moved, flops = self._counted(result, "bytes_moved"), self._counted(result, "flops")
+        if bytes_moved is not None:
             try:
-                result.bytes_moved, result.bytes_source = int(self.km.bytes_moved(*inputs)), BYTES_FROM_KERNEL
+                result.bytes_moved, result.bytes_source = int(bytes_moved(*inputs)), BYTES_FROM_KERNEL
             except Exception as exc:  # noqa: BLE001
                 result.notes.append(f"bytes_moved() raised {type(exc).__name__}: {first_line(exc)}; "
                                     "using the lower bound")
         if result.bytes_moved is None:
             result.bytes_moved = lower_bound_bytes(inputs, outputs.tensors)
             result.bytes_source = BYTES_LOWER_BOUND
-        if self.km.flops is not None:
+        if flops is not None:
             try:
-                result.flops, result.flops_source = int(self.km.flops(*inputs)), FLOPS_FROM_KERNEL
+                result.flops, result.flops_source = int(flops(*inputs)), FLOPS_FROM_KERNEL
             except Exception as exc:  # noqa: BLE001
                 result.notes.append(f"flops() raised {type(exc).__name__}: {first_line(exc)}")
+
+    def _counted(self, result: BenchResult, name: str) -> Callable[..., Any] | None:
+        """kernel.py's bytes_moved or flops for this case's mode: called with mode=... where it takes one; a
+        training kernel's without one counts only its forward, so it is not used for bwd or full (noted)."""
+        fn = getattr(self.project_km, name)
+        if fn is None or not result.mode:
+            return fn
+        if takes_mode(fn):
+            return lambda *inputs: fn(*inputs, mode=result.mode)
+        if result.mode == "fwd":
+            return fn
+        result.notes.append(f"{name}() takes no mode argument, so it counts the forward only: not used for mode "
+                            f"{result.mode} (give it `mode=\"full\"`: \"fwd\", \"bwd\" or \"full\")")
+        return None
 
     def _derive(self, result: BenchResult) -> None:
         bytes_per_s = rate_per_s(result.bytes_moved, result.kernel)
@@ -545,12 +607,15 @@ def free_device_bytes() -> int | None:
         return None
 
 
-def reference_key(km: KernelModule, case: Case, config: Any, device_name: str) -> str:
+def reference_key(km: KernelModule, case: Case, config: Any, device_name: str, mode: str = "") -> str:
     """What the reference's time depends on: reference_fn's and get_inputs' source, the case, the GPU,
-    torch and the timing method. Not the kernel: a save that changes only the kernel keeps the key."""
+    torch, the timing method and a training kernel's mode. Not the kernel: a save that changes only the kernel
+    keeps the key."""
     parts = [function_source(km.reference_fn), function_source(km.get_inputs), repr(sorted(case.params.items())),
              device_name, torch.__version__,
-             repr([getattr(config, f.name) for f in dataclasses.fields(config)])]
+             repr([getattr(config, f.name) for f in dataclasses.fields(config) if f.name != "mode"])]
+    if mode:
+        parts.append(mode)
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -568,13 +633,24 @@ def function_source(fn: Any) -> str:
         return repr(fn)
 
 
-def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any]) -> tuple[Callable[..., Any] | None, str]:
-    """torch.compile(reference_fn), specialised to this case's shapes and warmed up; or (None, why not)."""
+def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any],
+                      wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+                      ) -> tuple[Callable[..., Any] | None, str]:
+    """torch.compile(reference_fn), specialised to this case's shapes and warmed up; or (None, why not).
+    `wrap`: how a training kernel's mode calls it (modes.TimedMode.wrap: its backward compiled by AOTAutograd)."""
     try:
         import torch._dynamo
 
         torch._dynamo.reset()  # each case compiles afresh: no recompile limit, no shape-generic fallback
+        if wrap is not None:
+            # The backward alone is timed by calling it again on one graph (retain_graph=True), which AOTAutograd's
+            # donated buffers (the backward reusing its saved tensors' memory) refuse.
+            import torch._functorch.config
+
+            torch._functorch.config.donated_buffer = False
         compiled = torch.compile(reference_fn, dynamic=False)
+        if wrap is not None:
+            compiled = wrap(compiled)
         for _ in range(COMPILE_WARMUP_CALLS):
             compiled(*inputs)
         synchronize()

@@ -66,30 +66,48 @@ def upstream_like(output: torch.Tensor, index: int) -> torch.Tensor:
     return (magnitude * sign / 8.0).to(device=output.device, dtype=output.dtype)
 
 
+def as_leaves(inputs: Any, indices: list[int]) -> list[Any]:
+    """The inputs, those at `indices` as fresh leaves that require grad (the caller's tensors untouched)."""
+    leaves = list(inputs)
+    for i in indices:
+        if isinstance(leaves[i], torch.Tensor):
+            leaves[i] = leaves[i].detach().requires_grad_(True)
+    return leaves
+
+
+def differentiable_outputs(out: Any, is_kernel: bool) -> list[tuple[int, torch.Tensor]]:
+    """(index among the flattened outputs, tensor) of each output a gradient flows back from."""
+    flat = flatten_outputs(out).tensors
+    found = [(n, t) for n, t in enumerate(flat) if t.is_floating_point() and t.requires_grad]
+    if not found:
+        raise GradientError(f"{'kernel_fn' if is_kernel else 'reference_fn'} returned no output that requires "
+                            "grad: nothing to differentiate (is the autograd.Function's output detached?)")
+    return found
+
+
 def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str], *, is_kernel: bool,
-                   require_triton: bool) -> Callable[..., Any]:
-    """fn, returning {"out": its outputs, "grad <name>": each input's gradient, ...}."""
+                   require_triton: bool,
+                   upstream: Callable[[torch.Tensor, int], torch.Tensor] = upstream_like) -> Callable[..., Any]:
+    """fn, returning {"out": its outputs, "grad <name>": each input's gradient, ...}. `upstream(output, index)`:
+    the gradient pulled back from each output (a benchmark passes one that makes each only once)."""
 
     def call(*inputs: Any) -> dict[str, Any]:
-        leaves = list(inputs)
-        for i in indices:
-            if isinstance(leaves[i], torch.Tensor):
-                leaves[i] = leaves[i].detach().requires_grad_(True)
+        with torch.enable_grad():  # a benchmark times its calls under torch.no_grad
+            return differentiated(inputs)
+
+    def differentiated(inputs: tuple) -> dict[str, Any]:
+        leaves = as_leaves(inputs, indices)
         out = fn(*leaves)
-        flat = flatten_outputs(out).tensors
-        differentiable = [(n, t) for n, t in enumerate(flat) if t.is_floating_point() and t.requires_grad]
+        differentiable = differentiable_outputs(out, is_kernel)
         targets = [leaves[i] for i in indices]
-        if not differentiable:
-            raise GradientError(f"{'kernel_fn' if is_kernel else 'reference_fn'} returned no output that requires "
-                                "grad: nothing to differentiate (is the autograd.Function's output detached?)")
         before = LaunchCounter.count
         grads = torch.autograd.grad([t for _, t in differentiable], targets,
-                                    [upstream_like(t, n) for n, t in differentiable], allow_unused=True)
+                                    [upstream(t, n) for n, t in differentiable], allow_unused=True)
         if is_kernel and require_triton and LaunchCounter.count == before:
             raise GradientError("the backward launched no Triton kernel: torch autograd computed the gradients "
                                 "(give the torch.autograd.Function a backward that launches Triton kernels; "
                                 "[verify] require_triton = false allows it)")
-        result: dict[str, Any] = {"out": _detached(out)}
+        result: dict[str, Any] = {"out": detached(out)}
         for i, grad in zip(indices, grads):
             if grad is None:
                 if is_kernel:
@@ -102,15 +120,15 @@ def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str],
     return call
 
 
-def _detached(value: Any) -> Any:
+def detached(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach()
     if isinstance(value, list):
-        return [_detached(v) for v in value]
+        return [detached(v) for v in value]
     if isinstance(value, tuple):
-        return tuple(_detached(v) for v in value)
+        return tuple(detached(v) for v in value)
     if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
+        return {k: detached(v) for k, v in value.items()}
     return value
 
 
