@@ -202,7 +202,8 @@ def test_autotuning_launches_are_told_apart_from_the_calls_own(monkeypatch):
 def bencher_with(kernel_fn, monkeypatch, free_bytes):
     monkeypatch.setattr(bench, "free_device_bytes", lambda: free_bytes)
     bencher = object.__new__(bench.CaseBencher)
-    bencher.km = SimpleNamespace(kernel_fn=kernel_fn)
+    bencher.km = bencher.project_km = SimpleNamespace(kernel_fn=kernel_fn)
+    bencher.mode = None  # a forward-only kernel (timing/modes.py)
     return bencher
 
 
@@ -442,6 +443,7 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
     bencher = object.__new__(bench.CaseBencher)
     bencher.km = SimpleNamespace(kernel_fn=kernel_fn, reference_fn=lambda x: x * 2, get_inputs=None,
                                  bytes_moved=bytes_moved, flops=None, path="kernel.py", module=None)
+    bencher.project_km, bencher.mode, bencher.backward = bencher.km, None, False
     bencher.config = BenchConfig(compare_torch_compile=False)
     bencher.inplace, bencher.live, bencher.known_references, bencher.known_compiled = False, False, {}, {}
     bencher.emit = events.append
