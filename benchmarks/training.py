@@ -23,6 +23,7 @@ Writes $OUT/training.json and $OUT/training.md and puts the section into benchma
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -34,9 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workbench.core.project.config import BENCH_MODES as MODES  # noqa: E402 - the modes `workbench bench` has
+
 SECTION_TITLE = "## 10. The training scaffolds: forward, backward and both (`training.py`)"
 TIMING = {"warmup_ms": 100.0, "rep_ms": 400.0}
-MODES = ("fwd", "bwd", "full")
 BACKWARD_BAR = 0.9
 NORM_SHAPES = [{"rows": 8192, "cols": 2048}, {"rows": 8192, "cols": 8192}, {"rows": 1024, "cols": 65536}]
 TABLE = {
@@ -48,6 +50,7 @@ TABLE = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def _sibling(name: str):
     """benchmarks/<name>.py as a module (the folder is not a package; `scaffolds` is also a top-level folder)."""
     spec = importlib.util.spec_from_file_location(f"bench_{name}", Path(__file__).with_name(f"{name}.py"))

@@ -508,8 +508,9 @@ class CaseBencher:
             return
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
                                case_index=case.index))
+        training = self.mode is not None and self.mode.indices
         compiled, note = compile_reference(self.project_km.reference_fn, inputs,
-                                           (lambda fn: self.mode.wrap(fn, False)) if self.mode else None)
+                                           (lambda fn: self.mode.wrap(fn, False)) if training else None)
         if compiled is None:
             result.compiled_note = note
             return

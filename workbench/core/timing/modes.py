@@ -38,7 +38,6 @@ from ..verify.gradients import (
 from ..verify.launches import LaunchCounter
 from .plausible import ROTATION_MOST
 
-MODES = BENCH_MODES
 DEFAULT_TRAINING_MODE = "full"
 # bwd keeps each input set's forward (its graph and saved tensors) while the set is timed: the kernel's
 # timed calls go through at most plausible.ROTATION_MOST sets, the baselines' through one.
@@ -56,8 +55,8 @@ def chosen_mode(asked: str, training: bool) -> str:
     """The mode a benchmark runs: the one asked for ("" = the default: full for a training kernel, else fwd)."""
     if not asked:
         return DEFAULT_TRAINING_MODE if training else "fwd"
-    if asked not in MODES:
-        raise ModeError(f"unknown benchmark mode {asked!r}: one of {', '.join(MODES)}")
+    if asked not in BENCH_MODES:
+        raise ModeError(f"unknown benchmark mode {asked!r}: one of {', '.join(BENCH_MODES)}")
     if asked != "fwd" and not training:
         raise ModeError(f"--mode {asked}: this kernel has no backward to time (no input of get_inputs requires "
                         "grad, and workbench.toml does not say [verify] backward = true)")
@@ -169,7 +168,7 @@ def timed_mode(km: KernelModule, inputs: list[Any], asked: str, backward: bool) 
     """The mode this case is timed in (ModeError when it cannot be)."""
     indices = gradient_inputs(inputs, backward)
     mode = chosen_mode(asked, bool(indices))
-    return TimedMode(mode, indices if mode in MODES and indices else [], input_names(km.reference_fn, len(inputs)))
+    return TimedMode(mode, indices, input_names(km.reference_fn, len(inputs)))
 
 
 def takes_mode(fn: Callable[..., Any] | None) -> bool:

@@ -91,11 +91,8 @@ def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str],
     """fn, returning {"out": its outputs, "grad <name>": each input's gradient, ...}. `upstream(output, index)`:
     the gradient pulled back from each output (a benchmark passes one that makes each only once)."""
 
+    @torch.enable_grad()  # a benchmark times its calls under torch.no_grad
     def call(*inputs: Any) -> dict[str, Any]:
-        with torch.enable_grad():  # a benchmark times its calls under torch.no_grad
-            return differentiated(inputs)
-
-    def differentiated(inputs: tuple) -> dict[str, Any]:
         leaves = as_leaves(inputs, indices)
         out = fn(*leaves)
         differentiable = differentiable_outputs(out, is_kernel)
