@@ -169,3 +169,23 @@ def test_bytes_moved_with_a_mode_is_recognised():
     assert takes_mode(lambda *a, **kw: 0)
     assert not takes_mode(lambda x, w: 0)
     assert not takes_mode(None)
+
+
+async def test_the_benchmark_tab_shows_the_mode_and_each_calls_peak_memory(tmp_path):
+    from tui_helpers import READY_GPU, app_for, case_events, replay, rmsnorm_project, text_of
+
+    from workbench.core.events import BenchResult, DeviceFacts, Timing
+    from workbench.tui.widgets.bench import BENCH_COLUMNS, bench_cells
+
+    timing = Timing(0.05, 0.049, 0.051, 0.048, 200, "cuda events", peak_memory_bytes=3 << 20)
+    result = BenchResult(case_index=4, label="rows=8192 cols=4096", dtype="bfloat16", kernel=timing, mode="bwd",
+                         reference=Timing(0.1, 0.1, 0.1, 0.1, 100, "cuda events"))
+    cells = dict(zip(BENCH_COLUMNS, bench_cells(result)))
+    assert cells["peak mem"] == "3 MiB"
+    app = app_for(rmsnorm_project(tmp_path))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await replay(app, pilot, case_events(failing=False) + [DeviceFacts(name=READY_GPU.device_name), result])
+        await pilot.press("1")
+        await pilot.pause()
+        notes = text_of(app.query_one("#bench-notes"))
+        assert "mode: bwd (backward alone" in notes and "the reference and torch.compile timed alike" in notes

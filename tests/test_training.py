@@ -55,3 +55,54 @@ def test_a_fused_loss_whose_forward_computes_the_gradient_verifies(cli, make_pro
                             "--case", "0", "--case", "1")
     assert code == 0, messages(rec) + str(rec["problems"])
     assert [c["launches"] for c in rec["cases"]] == [2, 2]  # the upstream gradient is never 1.0: the scaling runs
+
+
+# -- the live loop: the forward's verdict first ----------------------------------------------------------------
+
+def live_events(project_path):
+    """The events of one live-loop run of verify (the interpreter), in the order they came."""
+    from workbench.core.project.folder import Project
+    from workbench.core.run import make_runner
+    from workbench.core.run.session import run_project
+
+    events = []
+    runner = make_runner(interpret=True)
+    try:
+        outcome = run_project(Project.open(project_path), runner, ["verify"], events.append, live=True, record=False)
+    finally:
+        runner.close()
+    return events, outcome
+
+
+def case_results(events):
+    from workbench.core.events import CaseResult
+
+    return [e for e in events if isinstance(e, CaseResult) and not e.config]
+
+
+def test_the_live_loop_judges_every_case_forward_before_the_gradients(make_project):
+    from workbench.core.events import StageChanged
+
+    events, outcome = live_events(make_project(train.WRONG_DX, name="wrong_dx_live",
+                                               toml=NO_LAYOUTS + "generated_cases = false\n"))
+    results = case_results(events)
+    forward = [r for r in results if r.phase == "forward"]
+    whole = [r for r in results if not r.phase]
+    assert sorted(r.case_index for r in forward) == sorted(r.case_index for r in whole) == [0, 1, 2]
+    # every forward verdict came before the first case's whole battery, and the forward is right
+    assert results.index(whole[0]) > max(results.index(r) for r in forward)
+    assert all(r.status == "passed" for r in forward) and "grad x" not in str([r.messages for r in forward])
+    assert any(r.status == "failed" and "grad x" in " ".join(r.messages) for r in whole)
+    assert outcome.verdict.status == "failed"  # a forward that passed never hides the gradients' failure
+    stages = [e for e in events if isinstance(e, StageChanged) and e.stage == "verifying"]
+    assert [e.phase for e in stages] == ["forward"] * 3 + [""] * 3
+
+
+def test_a_wrong_forward_fails_in_the_forward_verdict_and_headless_runs_judge_once(make_project, cli):
+    wrong = train.RMSNORM_TRAIN.replace("(x * rstd * w)", "(x * w)")
+    path = make_project(wrong, name="wrong_forward_live", toml=NO_LAYOUTS + "generated_cases = false\n")
+    events, outcome = live_events(path)
+    forward = [r for r in case_results(events) if r.phase == "forward"]
+    assert forward and any(r.status == "failed" for r in forward) and outcome.verdict.status == "failed"
+    code, rec = verify_json(cli, path, "--case", "1")  # headless: the whole battery alone, one result a case
+    assert code == 1 and [c["phase"] for c in rec["cases"] if not c["config"]] == [""]

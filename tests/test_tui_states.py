@@ -269,3 +269,47 @@ def test_snapshot_narrow_case_table_with_large_counts(snap_compare, project):
         await replay(pilot.app, pilot, big_count_events())
 
     assert snap_compare(app_for(project), terminal_size=NARROW, run_before=before)
+
+
+async def test_a_training_kernel_shows_its_forward_verdict_while_its_gradients_are_checked(project):
+    import time
+
+    from tui_helpers import canned_save
+
+    from workbench.tui.messages import RunEvent
+
+    labels = ["rows=9 cols=127", "rows=1 cols=1"]
+    app = app_for(project)
+    async with app.run_test(size=WIDE) as pilot:
+        save = canned_save(saved_at=time.time())
+        app.session.last_save = save
+        run_id = app.submit("save", save=save)
+
+        async def feed(*events):
+            for event in events:
+                app.post_message(RunEvent(run_id, event))
+            await pilot.pause()
+            app.render_all()
+            await pilot.pause()
+
+        await feed(READY_GPU, RunStarted(kernel_path="kernel.py", source_hash="3f2a91c04b1e7d22", mode="gpu",
+                                         device_name=READY_GPU.device_name, n_cases=2, planned=[0, 1]),
+                   StageChanged(stage="verifying", detail=labels[0], current=1, total=2, case_index=0, phase="forward"),
+                   CaseResult(case_index=0, label=labels[0], status="passed", phase="forward", output="out"))
+        run = app.runs[run_id]
+        assert run.forward_verdict() is None and "verify forward 1/2" in status_lines(app)
+        await feed(StageChanged(stage="verifying", detail=labels[1], current=2, total=2, case_index=1, phase="forward"),
+                   CaseResult(case_index=1, label=labels[1], status="passed", phase="forward"),
+                   StageChanged(stage="verifying", detail=labels[0], current=1, total=2, case_index=0))
+        assert run.forward_verdict() == (2, 0) and run.forward_at is not None
+        status = status_lines(app)
+        assert "FORWARD VERIFIED 2" in status and "gradients 0 of 2" in status and "forward 0/" not in status
+        assert [row.status for row in run.ordered_rows()] == ["forward ok", "forward ok"]
+        assert "the gradients are not judged yet" in text_of(app.query_one("#detail"))
+        # a wrong gradient is the verdict the moment it lands, whatever the forward said
+        await feed(CaseResult(case_index=0, label=labels[0], status="failed", messages=["output['grad x']: wrong"]))
+        assert "FAILING 1 of 1 so far" in status_lines(app) and "forward ✔" in status_lines(app)
+        assert run.rows[0].status == "failed"
+        await feed(CaseResult(case_index=1, label=labels[1], status="passed"), RunFinished(verdict="failed", passed=1,
+                                                                                          failed=1))
+        assert "FAILED 1 of 2 cases" in status_lines(app) and run.rows[1].status == "passed"

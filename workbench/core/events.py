@@ -72,6 +72,9 @@ class StageChanged(Event):
     current: int = 0
     total: int = 0
     case_index: int | None = None
+    # "forward": a training kernel's forward alone, judged before the gradients (the live loop's first
+    # verdict, verify/battery.py `forward_first`); "": the case's whole battery
+    phase: str = ""
 
 
 @dataclass
@@ -110,7 +113,9 @@ class CaseResult(Event):
     launches: int | None = None  # Triton kernel launches in one call of kernel_fn (None: not counted)
     checks: dict[str, str] = field(default_factory=dict)  # check -> "passed" | "failed" | "warning" | "skipped: why"
     warnings: list[str] = field(default_factory=list)  # the case proves little (constant inputs, zero reference)
-    phase: str = ""  # "" = the case's verdict; "after timing" = the benchmark's recheck, a second result
+    # "" = the case's verdict; "after timing" = the benchmark's recheck, a second result; "forward" = a training
+    # kernel's forward alone, judged first in the live loop (the "" result with its gradients follows)
+    phase: str = ""
     # The compatibility checks run on this case (verify/compat.py), each a finding beside the verdict:
     # name -> {"status": "passed" | "failed", "required": bool, "error": the whole error ("" when passed)}
     compat: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -23,6 +23,13 @@ def fmt_value(value: float | None) -> str:
     return "unwritten/NaN" if value is None else f"{value:.6g}"
 
 
+def fmt_memory(timing) -> str:
+    """A call's peak device memory beyond its inputs, in MiB (events.Timing.peak_memory_bytes; bench.peak_memory)."""
+    if timing is None or timing.peak_memory_bytes is None:
+        return MISSING
+    return f"{timing.peak_memory_bytes / (1 << 20):.4g} MiB"
+
+
 def fmt_ms(ms: float | None) -> str:
     """A time at a readable scale: 12.3 µs, 412 µs, 0.412 ms, 1.25 s."""
     if ms is None:

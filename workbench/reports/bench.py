@@ -17,6 +17,7 @@ from ..core.run.session import RunOutcome
 from ..core.text import (
     MISSING,
     fmt_fraction,
+    fmt_memory,
     fmt_ms,
     fmt_rate,
     fmt_speedup,
@@ -144,13 +145,6 @@ def bench_table(results: list[BenchResult], verbose: bool) -> list[str]:
             row += (r.gpu or MISSING,)
         rows.append(row)
     return text_table(rows)
-
-
-def fmt_memory(timing: Timing | None) -> str:
-    """A call's peak device memory beyond its inputs, in MiB (bench.peak_memory)."""
-    if timing is None or timing.peak_memory_bytes is None:
-        return MISSING
-    return f"{timing.peak_memory_bytes / (1 << 20):.4g} MiB"
 
 
 def method_lines(results: list[BenchResult]) -> list[str]:

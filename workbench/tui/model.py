@@ -49,6 +49,7 @@ STOPPED_BY = {"config": "bad workbench.toml", "syntax": "syntax error", "import"
               "contract": "kernel.py contract", "inputs": "get_inputs failed", "reference": "reference_fn failed",
               "compile": "does not compile", GPU_ONLY_KIND: "GPU only", "environment": "cannot run here",
               "internal": "internal error", "crash": "worker crashed", "timeout": "timed out"}
+FORWARD_OK = "forward ok"  # a case's status while only its forward has passed (CaseRow.forward)
 # Problems of these kinds come from running the cases: at the earliest, the stage bar's verify stage.
 CASE_STAGE_KINDS = frozenset({"inputs", "reference", GPU_ONLY_KIND})
 
@@ -59,6 +60,7 @@ class CaseRow:
     label: str
     result: CaseResult | None = None  # the autotuner's own pick (or the only config)
     configs: list[CaseResult] = field(default_factory=list)  # each autotune config forced in turn
+    forward: CaseResult | None = None  # a training kernel's forward alone, judged before its gradients (live loop)
     problems: list[Problem] = field(default_factory=list)
     tallied: str | None = None  # the case's verdict in the run's Tally (core/verdict.py), once it has a result
 
@@ -66,8 +68,11 @@ class CaseRow:
 
     @property
     def status(self) -> str:
-        """passed | failed | error | skipped (the Tally's), else gpu only | error | not run | pending."""
+        """passed | failed | error | skipped (the Tally's), else gpu only | error | not run | pending; "forward ok"
+        while a training kernel's forward passed and its gradients have no verdict yet."""
         if self.tallied is not None:
+            if self.result is None and self.forward is not None and self.tallied == "passed":
+                return FORWARD_OK
             return self.tallied
         if any(p.kind == GPU_ONLY_KIND for p in self.problems):
             return "gpu only"  # the interpreter cannot run what the kernel uses: no verdict, not an error
@@ -131,6 +136,7 @@ class RunState:
     benchmarking: bool = False
     verified: bool = False  # every verification case has its verdict (a sharded run says so)
     verdict_at: float | None = None  # wall clock when the verdict became known
+    forward_at: float | None = None  # ... a training kernel's forward verdict (every case's forward judged)
     bench_at: float | None = None  # ... and the first benchmark result
     failure_shown: bool = False  # the first failing case has been put on screen
     problem_phases: dict[int, str] = field(default_factory=dict)  # id(problem) -> the phase it came in
@@ -168,9 +174,13 @@ class RunState:
             row.label = event.label
             if event.config:
                 row.configs.append(event)
+            elif event.phase == "forward":
+                row.forward = event
             else:
                 row.result = event
             row.tallied = self.tally.case_status(event.case_index)
+            if self.forward_at is None and self.forward_verdict() is not None:
+                self.forward_at = time.time()
             changed.add("cases")
         elif isinstance(event, Problem):
             if self.tally.past_verification:  # after the verdict: the benchmark's business
@@ -232,6 +242,16 @@ class RunState:
         judged = [r for r in self.rows.values() if r.result is not None and r.status != "skipped"]
         failing = sum(r.status in ("failed", "error") for r in judged)
         return len(judged), len([r for r in self.rows.values() if r.status != "skipped"]), failing
+
+    def forward_verdict(self) -> tuple[int, int] | None:
+        """A training kernel's forward verdict in the live loop, once every case's forward is judged: (cases whose
+        forward passed, cases whose forward failed). None before, and for a forward-only kernel."""
+        rows = [r for r in self.rows.values() if r.status != "skipped"]
+        if not any(r.forward is not None for r in rows) or any(r.forward is None and r.result is None for r in rows):
+            return None
+        judged = [r.forward for r in rows if r.forward is not None]
+        failed = sum(f.status in ("failed", "error") for f in judged)
+        return len(judged) - failed, failed
 
     @property
     def problems(self) -> list[Problem]:

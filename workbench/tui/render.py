@@ -13,10 +13,10 @@ from ..core.text import MISSING, fmt_ms
 from ..core.timing.noise import FASTER, NO_INTERVAL, SLOWER, WITHIN_NOISE
 
 MARK = {"passed": "✔", "failed": "✘", "error": "■", "skipped": "–", "pending": "·", "running": "●",
-        "cancelled": "⊘", "not run": "–", "gpu only": "◇", "gpu_only": "◇"}
+        "cancelled": "⊘", "not run": "–", "gpu only": "◇", "gpu_only": "◇", "forward ok": "◐"}
 MARK_COLOR = {"passed": "green3", "failed": "red1", "error": "red1", "skipped": "grey50", "pending": "grey42",
               "running": "yellow", "cancelled": "grey50", "not run": "grey50", "gpu only": "yellow3",
-              "gpu_only": "yellow3"}
+              "gpu_only": "yellow3", "forward ok": "green4"}
 BLOCKS = " ▏▎▍▌▋▊▉█"
 SPARKS = "▁▂▃▄▅▆▇█"
 HEAT = ["#2a2f3a", "#d4a017", "#e08a00", "#e06000", "#d93a25", "#ff1f1f"]  # clean, then few bad .. all bad

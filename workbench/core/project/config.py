@@ -164,6 +164,8 @@ class VerifyConfig:
 
 
 BENCH_MODES = ("fwd", "bwd", "full")  # a training kernel's forward, backward, or both (timing/modes.py)
+MODE_WORDS = {"fwd": "forward (autograd recording)", "bwd": "backward alone (the forward run once per input set, "
+              "untimed)", "full": "forward + backward"}
 
 
 @dataclass(frozen=True)

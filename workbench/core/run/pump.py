@@ -91,8 +91,8 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
             continue  # a poisoned context, or a launcher still at work: the exit says the rest
         elif isinstance(event, StageChanged):
             stage, current, current_label = event.stage, event.case_index, event.detail
-        elif isinstance(event, CaseResult) and not event.config:
-            done.add(event.case_index)
+        elif isinstance(event, CaseResult) and not event.config and event.phase != "forward":
+            done.add(event.case_index)  # a forward judged first is not the case's verdict: resumed if it dies
         elif isinstance(event, Problem) and event.kind == "crash":
             crash_reported = event
         elif isinstance(event, LogLine) and event.text.strip():

@@ -83,6 +83,7 @@ class ShardMerger:
         self._seen_ready = self._seen_started = False
         self._total = 0
         self._done: set[int] = set()
+        self._forward_done: set[int] = set()  # a training kernel's forward judged first (live loop)
         self._problems: set[tuple[str, str]] = set()
         self._shards = shards
         self._verified: set[int] = set()  # shards past their verification cases
@@ -111,10 +112,11 @@ class ShardMerger:
                 self._seen_started = True
                 self._total = len(event.planned)
             elif isinstance(event, StageChanged) and event.stage == "verifying":
-                event = replace(event, current=min(len(self._done) + 1, self._total or event.total),
+                done = self._forward_done if event.phase == "forward" else self._done
+                event = replace(event, current=min(len(done) + 1, self._total or event.total),
                                 total=self._total or event.total)
             elif isinstance(event, CaseResult) and not event.config:
-                self._done.add(event.case_index)
+                (self._forward_done if event.phase == "forward" else self._done).add(event.case_index)
             elif isinstance(event, Problem):
                 key = (event.kind, event.message)
                 if key in self._problems:

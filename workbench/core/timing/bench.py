@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 
 from ..events import BenchResult, CaseResult, DeviceFacts, Problem, StageChanged, Timing
+from ..project.config import MODE_WORDS
 from ..project.contract import (
     Case,
     KernelModule,
@@ -59,7 +60,7 @@ from ..verify.tensors import (
     synchronize,
 )
 from .autotune import AutotuneRecorder
-from .modes import MODE_WORDS, ModeError, TimedMode, takes_mode, timed_mode
+from .modes import ModeError, TimedMode, takes_mode, timed_mode
 from .compiled import capture, gather
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure

@@ -43,8 +43,6 @@ DEFAULT_TRAINING_MODE = "full"
 # timed calls go through at most plausible.ROTATION_MOST sets, the baselines' through one.
 KERNEL_PREPARED_SETS = ROTATION_MOST + 1
 REFERENCE_PREPARED_SETS = 2
-MODE_WORDS = {"fwd": "forward (autograd recording)", "bwd": "backward alone (the forward run once per input set, "
-              "untimed)", "full": "forward + backward"}
 
 
 class ModeError(ValueError):

@@ -217,12 +217,10 @@ class Verifier:
         if inputs is None:
             return []
         data = CaseData(case_index=case.index, label=case.label, generated=case.generated)
-        limit = self.config.interpret_max_elements
-        # The plain contract's only case always runs; among many, the interpreter skips the huge ones.
-        if self.interpret and len(self.km.cases) > 1 and input_elements(inputs) > limit:
+        if self._too_large(inputs):
             data.status = "skipped"
-            data.notes.append(f"inputs hold more than {limit} elements: too large for the interpreter "
-                              "([verify] interpret_max_elements)")
+            data.notes.append(f"inputs hold more than {self.config.interpret_max_elements} elements: too large "
+                              "for the interpreter ([verify] interpret_max_elements)")
             return [self.deliver(data)]
         guards = Guards() if self.config.guard_regions else None
         try:
@@ -292,6 +290,47 @@ class Verifier:
         if not case.generated:
             results += self._verify_each_config(case, inputs, originals, reference.outputs, data, guards)
         return results
+
+    def forward_case(self, case: Case, forward: KernelModule) -> list[CaseResult]:
+        """A training kernel's forward alone (`forward`: the module as written, without its gradients), judged on
+        one call against the reference: CaseResult.phase "forward". The live loop's first verdict; the case's
+        whole battery, gradients included, judges it again after."""
+        start = time.perf_counter()
+        training, self.km = self.km, forward
+        try:
+            inputs = self._inputs(case)
+            if inputs is None:
+                return []
+            if self._too_large(inputs):
+                return []  # the whole battery says it skips the case
+            data = CaseData(case_index=case.index, label=case.label, generated=case.generated, phase="forward")
+            reference = self._reference_or_skip(inputs, case, data)
+            if reference is None:
+                return []  # a generated shape the reference refuses: the whole battery drops it
+            data.notes += [reference.note] if reference.note else []
+            data.reference, data.before = reference.outputs.tensors, tensors_only(clone_inputs(inputs))
+            native, _ = self._native_reference(inputs)
+            data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
+            data.native = [] if native is None else native.tensors
+            LaunchCounter.reset()
+            try:
+                out = owned(flatten_outputs(self._call_kernel(inputs, "nan", case, "")))
+            except (RunAborted, ContextPoisoned):
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                if case.generated:
+                    return []  # a refusal or an error: the whole battery tells which
+                return [self.deliver(self._error_data(data, case, exc, start, launched=LaunchCounter.count))]
+            data.first, data.names, data.launches = out.tensors, out.names, LaunchCounter.count or None
+            data.after = tensors_only(clone_inputs(inputs))
+            data.duration_s = time.perf_counter() - start
+            return [self.deliver(data)]
+        finally:
+            self.km = training
+
+    def _too_large(self, inputs: list[Any]) -> bool:
+        """In the interpreter, among many cases, inputs too large to run (the plain contract's only case runs)."""
+        return self.interpret and len(self.km.cases) > 1 and input_elements(inputs) > self.config.interpret_max_elements
 
     def _reference_or_skip(self, inputs: list[Any], case: Case, data: CaseData) -> "Reference | None":
         if not case.generated:
@@ -451,13 +490,24 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
-                     order: Iterable[Case] | None = None, among: list[Case] | None = None) -> None:
+                     order: Iterable[Case] | None = None, among: list[Case] | None = None,
+                     forward_first: KernelModule | None = None) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
     cases in the order to run them (as their kernels are compiled), when not as listed; `among`: the cases
-    whose first of each dtype runs the once-per-dtype checks (all of a sharded run's), when not `cases`."""
+    whose first of each dtype runs the once-per-dtype checks (all of a sharded run's), when not `cases`.
+    `forward_first` (a training kernel's module without its gradients, in the live loop): every case's forward
+    is judged first, on one call each (phase "forward"), so its verdict shows before the gradients'."""
     verifier = Verifier(km, config, emit, interpret, pins, judge, live)
     verifier.anchors = first_case_per_dtype(among or cases)
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
+    if forward_first is not None:
+        ready = []  # the cases in the order their kernels became ready: the whole battery keeps it
+        for n, case in enumerate(cases if order is None else order, 1):
+            emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases),
+                              case_index=case.index, phase="forward"))
+            verifier.forward_case(case, forward_first)
+            ready.append(case)
+        order = ready
     for n, case in enumerate(cases if order is None else order, 1):
         emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
         verifier.verify_case(case)  # the judge reports each verdict
@@ -480,9 +530,10 @@ def verify_stage(context: JobContext) -> None:
         order = context.compiles.ahead(context.km, cases, later)
     verify = context.config.verify
     km = for_training(context.km, verify.backward, verify.require_triton)  # a training kernel: with its gradients
+    live_training = context.job.live and km is not context.km
     run_verification(km, cases, verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,
-                     among=selected)
+                     among=selected, forward_first=context.km if live_training else None)
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
         context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

@@ -7,13 +7,14 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from ...core.events import BenchResult, DeviceFacts
-from ...core.text import MISSING, fmt_ms, fmt_rate, fmt_speedup
+from ...core.text import MISSING, fmt_memory, fmt_ms, fmt_rate, fmt_speedup
+from ...core.project.config import MODE_WORDS
 from ...core.timing.compiler_facts import describe_facts, facts_by_config, facts_cells, facts_changes, picked_facts
 from ..model import LiveSession, RunState
 from ..render import bar
 
 BENCH_COLUMNS = ("#", "inputs", "dtype", "kernel", "IQR", "torch", "compiled", "×torch", "×compiled", "GB/s",
-                 "of copy roof", "TFLOP/s", "of matmul roof", "re-check")
+                 "of copy roof", "TFLOP/s", "of matmul roof", "peak mem", "re-check")
 
 
 class BenchPanel(Vertical):
@@ -43,6 +44,9 @@ class BenchPanel(Vertical):
                     lines.append(f"case {result.case_index}: torch.compile: {result.compiled_note}")
             lines += [f"case {case}: compiled {facts.kernel} ({facts.config}): {describe_facts(facts)}"
                       for case, facts in picked_facts(shown.compiled, shown.autotune)]
+            if shown.bench and shown.bench[0].mode:  # a training kernel: what was timed
+                lines.append(f"mode: {shown.bench[0].mode} ({MODE_WORDS.get(shown.bench[0].mode, '')}); the "
+                             "reference and torch.compile timed alike · peak mem: beyond the inputs, per call")
             if shown.bench:
                 lines.append(f"bytes: {shown.bench[0].bytes_source or 'lower bound'}"
                              + (f" · method: {shown.bench[0].kernel.method}" if shown.bench[0].kernel else ""))
@@ -116,7 +120,7 @@ def bench_cells(r: BenchResult) -> tuple:
             iqr, fmt_ms(r.reference.median_ms if r.reference else None),
             fmt_ms(r.compiled.median_ms if r.compiled else None), speed, fmt_speedup(r.speedup_vs_compiled),
             fmt_rate(r.gbps, "GB/s").replace(" GB/s", ""), bar(r.bandwidth_fraction, width=8),
-            fmt_rate(r.tflops, "").strip(), bar(r.compute_fraction, width=8), recheck)
+            fmt_rate(r.tflops, "").strip(), bar(r.compute_fraction, width=8), fmt_memory(kernel), recheck)
 
 
 AUTOTUNE_COLUMNS = ("kernel", "key", "#", "config", "time", "vs best", "status", "regs", "spills", "smem", "occupancy",

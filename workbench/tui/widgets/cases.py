@@ -184,7 +184,7 @@ def bad_cell(result: CaseResult | None) -> str:
 
 
 def cells(row: CaseRow) -> dict[str, RenderableType]:
-    result = row.result
+    result = row.result or row.forward  # a training kernel's forward, until its gradients are judged
     status = row.status
     ok, total = row.configs_passed
     return {
@@ -229,6 +229,9 @@ def case_detail(row: CaseRow, run: RunState | None) -> RenderableType:
             parts.append(source_excerpt(problem.file, problem.line))
     if result is not None:
         parts += result_detail(result)
+    elif row.forward is not None:  # a training kernel in the live loop: its forward judged, its gradients next
+        parts.append(Text(f"forward alone: {row.forward.status}; the gradients are not judged yet", style="grey70"))
+        parts += result_detail(row.forward)
     elif not row.problems:
         parts.append(Text("not run yet", style="grey50"))
     failing = [c for c in row.configs if c.status in ("failed", "error")]

@@ -104,7 +104,8 @@ def pipeline_line(run: RunState | None, level: int = 0) -> Text:
             text.append(" ─ ", style="grey35")
         label = PHASE_LABELS[name] if level == 0 else SHORT_LABELS[name]
         if name == "verify" and run.stage is not None and run.stage.stage == "verifying" and run.stage.total:
-            label = f"verify {run.stage.current}/{run.stage.total}"
+            step = "forward " if run.stage.phase == "forward" and level < 2 else ""
+            label = f"verify {step}{run.stage.current}/{run.stage.total}"
             if phase == "verify" and run.stage.detail and level == 0:
                 label += f" {run.stage.detail}"
         if name == "bench" and run.stage is not None and run.stage.stage == "benchmarking" and run.stage.total:
@@ -164,6 +165,7 @@ def verdict_line(session: LiveSession, brief: bool = False) -> Text:
     (`brief`: without "after save")."""
     run = session.current
     text = Text()
+    forward = run.forward_verdict() if run is not None else None
     if session.missing:  # no verdict beside it: the one on screen was of a file that is not there now
         text.append(f" {', '.join(session.missing)} is gone: waiting for it; the verdict shown was of the file before ",
                     style="bold black on yellow")
@@ -188,12 +190,24 @@ def verdict_line(session: LiveSession, brief: bool = False) -> Text:
         if failing:  # a failure is the verdict already: say so the moment it lands
             text.append(f" {MARK['failed']} FAILING {fmt_count(failing)} of {fmt_count(judged)} so far "
                         f"({fmt_count(total)} cases) ", style="bold white on red3")
+        elif forward is not None:  # a training kernel: the forward's verdict, while its gradients are checked
+            passed, wrong = forward
+            if wrong:
+                text.append(f" {MARK['failed']} FORWARD FAILED {fmt_count(wrong)} of {fmt_count(passed + wrong)} ",
+                            style="bold white on red3")
+            else:
+                text.append(f" {MARK['forward ok']} FORWARD VERIFIED {fmt_count(passed)} ", style="bold black on green4")
+            text.append(f" gradients {fmt_count(judged)} of {fmt_count(total)} ", style=f"bold {MARK_COLOR['running']}")
         elif judged:
             text.append(f" {MARK['running']} {fmt_count(judged)} of {fmt_count(total)} passed so far ",
                         style=f"bold {MARK_COLOR['running']}")
         else:
             text.append(f" {MARK['running']} running ", style=f"bold {MARK_COLOR['running']}")
     saved = run.request.save.saved_at if run.request.save else run.request.requested_at
+    if forward is not None and run.forward_at is not None:  # a training kernel's forward: right or not, and when
+        mark = MARK["failed"] if forward[1] else MARK["passed"]
+        text.append(f"  forward {mark}" + ("" if brief else f" {run.forward_at - saved:.2f} s"),
+                    style=MARK_COLOR["failed"] if forward[1] else "grey70")
     if run.verdict_at is not None:
         text.append(f"  verdict {run.verdict_at - saved:.2f} s", style="grey70")
         if run.bench_at is not None:
