@@ -1,4 +1,4 @@
-"""torch.compile(reference_fn)'s times kept across runs (core/project/baselines.py): what is kept, what is
+"""torch.compile(reference_fn)'s and reference_fn's times kept across runs (core/project/baselines.py): what is kept, what is
 never kept, and that a damaged file is a miss, not an error. (The reuse itself, on a GPU: test_bench_gpu.)"""
 
 from types import SimpleNamespace
@@ -12,8 +12,11 @@ def timing(ms: float) -> Timing:
     return Timing(median_ms=ms, q25_ms=ms, q75_ms=ms, min_ms=ms, samples=30, method="cuda events")
 
 
-def result(key: str, ms: float | None, reused: bool = False) -> SimpleNamespace:
-    return SimpleNamespace(compiled_key=key, compiled=None if ms is None else timing(ms), compiled_reused=reused)
+def result(key: str, ms: float | None, reused: bool = False, reference_key: str = "",
+           reference_ms: float | None = None, reference_reused: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(compiled_key=key, compiled=None if ms is None else timing(ms), compiled_reused=reused,
+                           reference_key=reference_key, reference_reused=reference_reused,
+                           reference=None if reference_ms is None else timing(reference_ms))
 
 
 def project_at(tmp_path) -> Project:
@@ -35,7 +38,8 @@ def test_a_reused_time_is_not_written_again_as_new(tmp_path):
     baselines.remember_baselines(project, [result("a", 1.5)])
     when = baselines.load_baselines(project)["a"]["measured_at"]
     baselines.remember_baselines(project, [result("a", 9.0, reused=True)])
-    assert baselines.load_baselines(project)["a"] == {"timing": baselines._plain(timing(1.5)), "measured_at": when}
+    assert baselines.load_baselines(project)["a"] == {"timing": baselines._plain(timing(1.5)), "measured_at": when,
+                                                      "of": "torch.compile"}
 
 
 def test_a_damaged_file_is_a_miss_and_is_replaced_whole(tmp_path):
@@ -55,3 +59,15 @@ def test_only_the_newest_entries_are_kept(tmp_path, monkeypatch):
     for n in range(5):
         baselines.remember_baselines(project, [result(f"k{n}", float(n + 1))])
     assert set(baselines.load_baselines(project)) == {"k2", "k3", "k4"}
+
+
+def test_the_references_time_is_kept_beside_torch_compiles_and_a_reused_one_is_not_new(tmp_path):
+    project = project_at(tmp_path)
+    baselines.remember_baselines(project, [result("c1", 1.5, reference_key="r1", reference_ms=4.0),
+                                           result("", None, reference_key="r2", reference_ms=None)])
+    kept = baselines.load_baselines(project)
+    assert set(kept) == {"c1", "r1"} and kept["r1"]["timing"]["median_ms"] == 4.0
+    assert (kept["r1"]["of"], kept["c1"]["of"]) == ("reference_fn", "torch.compile")
+    baselines.remember_baselines(project, [result("c1", 9.0, True, reference_key="r1", reference_ms=9.0,
+                                                  reference_reused=True)])
+    assert baselines.load_baselines(project) == kept

@@ -181,7 +181,7 @@ def test_bench_end_to_end(cli, make_project, cache_dir):
     assert row["input_sets"] == 4 and row["gbps"] < facts["copy_gbps"] * 1.1
 
 
-def test_torch_compiles_time_is_kept_across_runs_until_asked_again(cli, make_project, cache_dir):
+def test_the_baselines_times_are_kept_across_runs_until_asked_again(cli, make_project, cache_dir):
     project = make_project(kernels.GOOD, toml=QUICK.format(compile="true"))
 
     def compiled_row(*extra):
@@ -192,12 +192,15 @@ def test_torch_compiles_time_is_kept_across_runs_until_asked_again(cli, make_pro
         return row
 
     first = compiled_row()
-    assert not first["compiled_reused"] and first["compiled_key"]
+    assert not first["compiled_reused"] and first["compiled_key"] and not first["reference_reused"]
     second = compiled_row()
     assert second["compiled_reused"] and second["compiled"] == first["compiled"]
+    assert second["reference_reused"] and second["reference"] == first["reference"]
     assert any("torch.compile: its time from a run at" in note for note in second["notes"])
+    assert any("reference_fn: its time from a run at" in note for note in second["notes"])
     third = compiled_row("--fresh-baselines")
     assert not third["compiled_reused"] and third["compiled_key"] == first["compiled_key"]
+    assert not third["reference_reused"] and third["reference_key"] == first["reference_key"]
 
 
 # Not autotuned: Triton's autotuner times configs with torch.cuda.Event.elapsed_time, which the rebinding

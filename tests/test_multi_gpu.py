@@ -262,3 +262,24 @@ def test_a_benchmarks_recheck_is_never_taken_for_a_repeat_of_the_cases_verdict()
     recheck = CaseResult(case_index=3, label="n=1048576", status="failed", phase="after timing")
     repeat = CaseResult(case_index=3, label="n=1048576", status="passed")
     assert result_key(recheck) != result_key(verdict) and result_key(repeat) == result_key(verdict)
+
+
+def test_verification_alone_shares_each_gpu_between_projects_and_a_benchmark_never_does(monkeypatch):
+    from workbench.core.run.factory import PROJECTS_PER_GPU_ENV, lanes, verify_lanes_per_gpu
+
+    monkeypatch.setenv(PROJECTS_PER_GPU_ENV, "3")
+    assert verify_lanes_per_gpu() == 3
+    shared = lanes(12, FAKE[:1], per_gpu=verify_lanes_per_gpu())
+    benched = lanes(12, FAKE[:1])
+    spread = lanes(5, FAKE, per_gpu=2)
+    try:
+        assert [[g.id for g in r.gpus] for r in shared] == [["0"], ["0"], ["0"]]  # three projects at once
+        assert [[g.id for g in r.gpus] for r in benched] == [["0"]]  # a benchmark has its GPU alone
+        assert [[g.id for g in r.gpus] for r in spread] == [["0"], ["1"], ["0"], ["1"]]
+        assert len(lanes(2, FAKE[:1], per_gpu=4)) == 2  # never more lanes than projects
+        assert len(lanes(3, [], per_gpu=4)) == 1  # no GPU (the interpreter): one lane
+    finally:
+        for runner in shared + benched + spread:
+            runner.close()
+    monkeypatch.delenv(PROJECTS_PER_GPU_ENV)
+    assert 1 <= verify_lanes_per_gpu() <= 4

@@ -445,7 +445,7 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
                                  bytes_moved=bytes_moved, flops=None, path="kernel.py", module=None)
     bencher.project_km, bencher.mode, bencher.backward = bencher.km, None, False
     bencher.config = BenchConfig(compare_torch_compile=False)
-    bencher.inplace, bencher.live, bencher.known_references, bencher.known_compiled = False, False, {}, {}
+    bencher.inplace, bencher.live, bencher.known_references, bencher.kept_baselines = False, False, {}, {}
     bencher.emit = events.append
     bencher.facts = DeviceFacts(name="a GPU", copy_gbps=3000.0, matmul_tflops=750.0)
     bencher.flusher = bencher.watch = None

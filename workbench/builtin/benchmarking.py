@@ -48,8 +48,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="save the sweep's plot here (default: <project>/.workbench/bench-<run id>.png)")
     parser.add_argument("--no-plot", action="store_true", help="save no plot")
     parser.add_argument("--fresh-baselines", action="store_true",
-                        help="time torch.compile(reference_fn) again rather than reuse an earlier run's time (kept "
-                             "while reference_fn, get_inputs, the case, the GPU, torch and Triton are the same)")
+                        help="time reference_fn and torch.compile(reference_fn) again rather than reuse an earlier "
+                             "run's times (kept while reference_fn, get_inputs, the case, the GPU, torch, Triton and "
+                             "the timing method are the same)")
     parser.add_argument("--mode", choices=BENCH_MODES,
                         help="a training kernel: time its forward (fwd), its backward alone (bwd) or both (full, "
                              "the default; workbench.toml's [bench] mode); the baselines are timed the same way")

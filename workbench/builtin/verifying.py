@@ -8,7 +8,7 @@ import queue
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..commands import (
     Command,
@@ -20,7 +20,7 @@ from ..commands import (
 )
 from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
-from ..core.run.factory import lanes
+from ..core.run.factory import lanes, verify_lanes_per_gpu
 from ..core.run.gpus import GpuSelectionError, select_gpus
 from ..core.run.session import RunOutcome, run_project
 from ..core.verdict import worst_exit
@@ -68,12 +68,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
-                 keep_warm: bool | None = None) -> list[Any]:
+                 keep_warm: bool | None = None, stages: Sequence[str] = ()) -> list[Any]:
     """The runners the projects share out: a plugin's (a cluster), else one per lane of local GPUs.
 
     With several GPUs and several projects, each lane takes its share of the GPUs and of the
     verification workers and runs one project at a time, so a project's benchmark has its GPU alone.
-    `keep_warm` (default: with several projects) keeps spare workers started for the next run.
+    Verification alone (`stages` == ["verify"]) times nothing: several lanes share each GPU then
+    (factory.verify_lanes_per_gpu). `keep_warm` (default: with several projects) keeps spare workers started
+    for the next run.
     """
     keep_warm = n_projects > 1 if keep_warm is None else keep_warm
     plugin_runner = context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret, keep_warm=keep_warm)
@@ -83,13 +85,14 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
         gpus = [] if args.interpret else select_gpus(getattr(args, "gpus", "all"))
     except GpuSelectionError as exc:
         raise CommandError(str(exc)) from None
-    return lanes(n_projects, gpus, interpret=args.interpret, keep_warm=keep_warm)
+    per_gpu = verify_lanes_per_gpu() if list(stages) == ["verify"] else 1
+    return lanes(n_projects, gpus, interpret=args.interpret, keep_warm=keep_warm, per_gpu=per_gpu)
 
 
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
     """Run every project, spread over the runners' lanes; reports print in the projects' order."""
     projects = resolve_projects(args.projects)
-    runners = make_runners(args, context, len(projects))
+    runners = make_runners(args, context, len(projects), stages=stages)
     progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(runners) == 1)
     outcomes: list[RunOutcome | None] = [None] * len(projects)
     todo: queue.Queue[int] = queue.Queue()

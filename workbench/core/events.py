@@ -237,6 +237,7 @@ class BenchResult(Event):
     reference_key: str = ""  # what the reference's time depends on (bench.reference_key): the live loop reuses it
     compiled_key: str = ""  # ... and torch.compile's (bench.compiled_key): kept across runs (project/baselines.py)
     compiled_reused: bool = False  # `compiled` is a time measured by an earlier run (its note says when)
+    reference_reused: bool = False  # ... and `reference` (the live loop's earlier save, or a kept baseline)
     gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult
     phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of the case's steps, in order
     # Why the kernel's measured time is not posted ("": it is, or the recheck failed): the timed calls launched

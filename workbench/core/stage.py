@@ -86,8 +86,9 @@ class Job:
     pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
     live: bool = False  # the live loop's run: its shorter timing series, no compatibility checks
     reference_timings: dict[str, Any] = field(default_factory=dict)  # bench.reference_key -> earlier Timing (live)
-    # bench.compiled_key -> {"timing", "measured_at"}: torch.compile(reference_fn) times of earlier runs
-    compiled_timings: dict[str, Any] = field(default_factory=dict)
+    # Baselines timed by earlier runs (project/baselines.py): bench.compiled_key -> torch.compile(reference_fn)'s,
+    # bench.reference_key -> reference_fn's, each {"timing", "measured_at"} (headless runs)
+    kept_baselines: dict[str, Any] = field(default_factory=dict)
     shard: list[int] | None = None  # [k, n]: this worker verifies every n-th case, from the k-th
     bench_shard: list[int] | None = None  # [k, n]: ... and times that share of the benchmark sweep
     gpu_gate: bool = False  # wait for the parent's GPU_GATE line before timing anything

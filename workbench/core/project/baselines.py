@@ -1,10 +1,12 @@
-"""torch.compile(reference_fn)'s benchmark times kept across runs (the headless `workbench bench`).
+"""The baselines' benchmark times kept across runs (the headless `workbench bench`): torch.compile(reference_fn)'s
+and reference_fn's.
 
-A cold torch.compile of the reference costs seconds per benchmark case (Dynamo, Inductor, Triton), and its
-time depends only on what BenchResult.compiled_key hashes: reference_fn's and get_inputs' source, the case, the
-GPU's name, torch, Triton and the timing method. So a time measured once is reused by later runs while none of
-those change, and the report says so, with when it was measured. `workbench bench --fresh-baselines` measures
-again. Kept in the project's state folder, written whole and atomically; an unreadable file is a cache miss.
+A cold torch.compile of the reference costs seconds per benchmark case (Dynamo, Inductor, Triton), and timing
+the eager reference a second or more. Their times depend only on what their keys hash (BenchResult.reference_key:
+reference_fn's and get_inputs' source, the case, the GPU's name, torch and the timing method; compiled_key adds
+Triton). So a time measured once is reused by later runs while none of those change, and the report says so,
+with when it was measured. `workbench bench --fresh-baselines` measures both again. Kept in the project's state
+folder, written whole and atomically; an unreadable file is a cache miss.
 """
 
 from __future__ import annotations
@@ -34,9 +36,14 @@ def load_baselines(project: Project) -> dict[str, dict[str, Any]]:
 
 
 def remember_baselines(project: Project, results: Iterable[Any]) -> None:
-    """Keep the torch.compile times `results` (BenchResults) measured in this run."""
-    fresh = {r.compiled_key: {"timing": _plain(r.compiled), "measured_at": time.time()}
+    """Keep the baselines' times `results` (BenchResults) measured in this run: torch.compile's by its key, the
+    reference's by its own (the keys are hashes of different things: they never meet)."""
+    results = list(results)
+    now = time.time()
+    fresh = {r.compiled_key: {"timing": _plain(r.compiled), "measured_at": now, "of": "torch.compile"}
              for r in results if r.compiled_key and r.compiled is not None and not r.compiled_reused}
+    fresh.update({r.reference_key: {"timing": _plain(r.reference), "measured_at": now, "of": "reference_fn"}
+                  for r in results if r.reference_key and r.reference is not None and not r.reference_reused})
     if not fresh:
         return
     kept = {**load_baselines(project), **fresh}

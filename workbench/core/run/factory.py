@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 from .contracts import WorkerSource
 from .gpus import GpuSlot
 from .runner import Runner, default_parallel
+
+PROJECTS_PER_GPU_ENV = "WORKBENCH_PROJECTS_PER_GPU"
 
 
 def make_runner(*, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
@@ -29,11 +32,27 @@ def make_runner(*, interpret: bool = False, keep_warm: bool = False, parallel: i
 
 
 def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
-          keep_warm: bool = False) -> list[Runner]:
+          keep_warm: bool = False, per_gpu: int = 1) -> list[Runner]:
     """Runners that share `projects` out: with several GPUs and several projects, each lane takes its share of
     the GPUs and of the verification workers and runs one project at a time, so a project's benchmark has its
-    GPU alone."""
-    count = max(1, min(len(gpus), projects))
+    GPU alone. `per_gpu` > 1 (verification alone, which times nothing): that many lanes share each GPU, so one
+    project's start-up and compiles overlap another's cases."""
+    gpus = list(gpus)
+    count = max(1, min(len(gpus) * max(1, per_gpu), projects))
     parallel = default_parallel()
-    return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=max(1, parallel // count),
-                        gpus=list(gpus)[lane::count]) for lane in range(count)]
+    if count <= len(gpus) or not gpus:
+        shares = [gpus[lane::count] for lane in range(count)]
+    else:
+        shares = [[gpus[lane % len(gpus)]] for lane in range(count)]
+    return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=max(1, parallel // count), gpus=share)
+            for share in shares]
+
+
+def verify_lanes_per_gpu() -> int:
+    """Projects verified at once on one GPU (`workbench verify` of several): WORKBENCH_PROJECTS_PER_GPU, else one
+    per 4 cores, at most 4. Each brings its GPU worker, its judge and its compile processes; verification times
+    nothing, so sharing the GPU changes no verdict."""
+    configured = os.environ.get(PROJECTS_PER_GPU_ENV, "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min(4, (os.cpu_count() or 2) // 4))

@@ -209,12 +209,12 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
         config = replace(config, bench=replace(config.bench, mode=bench_mode))
     if timeout_s:  # the command line's --timeout wins over workbench.toml
         config = replace(config, verify=replace(config.verify, timeout_s=timeout_s, interpret_timeout_s=timeout_s))
-    # torch.compile's kept times, read only where this run would time torch.compile (the live loop does not)
-    keeps_baselines = "bench" in stages and config.bench.compare_torch_compile and not fresh_baselines
+    # The baselines' kept times (the live loop keeps its own reference times, and times no torch.compile)
+    keeps_baselines = "bench" in stages and not live and not fresh_baselines
     job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(), case_indices=case_indices,
               cache_dir=str(project.triton_cache_dir), pins=pins or {}, live=live,
               reference_timings=dict(reference_timings or {}), options=dict(options or {}),
-              compiled_timings=load_baselines(project) if keeps_baselines else {})
+              kept_baselines=load_baselines(project) if keeps_baselines else {})
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s

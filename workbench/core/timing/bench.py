@@ -296,7 +296,7 @@ class CaseBencher:
         self.live = context.job.live
         # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
         self.known_references: dict[str, dict] = context.job.reference_timings
-        self.known_compiled: dict[str, dict] = context.job.compiled_timings
+        self.kept_baselines: dict[str, dict] = context.job.kept_baselines
         self.autotuners = find_autotuners(self.km.module)
         self.watch = CompileWatch(jit_functions(self.km.module))
         self.props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -489,9 +489,15 @@ class CaseBencher:
             restore_inputs(inputs, originals)
         result.reference_key = reference_key(self.project_km, case, self.config, self.facts.name, result.mode)
         known = self.known_references.get(result.reference_key) if self.live else None
+        kept = self.kept_baselines.get(result.reference_key)
         if known:
-            result.reference = Timing(**known)
+            result.reference, result.reference_reused = Timing(**known), True
             result.notes.append(REUSED_REFERENCE_NOTE)
+        elif kept:
+            result.reference, result.reference_reused = Timing(**kept["timing"]), True
+            result.notes.append(f"reference_fn: its time from a run at {kept_when(kept)} (the same reference_fn, "
+                                "get_inputs, case, GPU, torch and timing method); `workbench bench --fresh-baselines` "
+                                "times it again")
         else:
             self._time_reference(result, inputs)
         if not self.config.compare_torch_compile:
@@ -500,11 +506,11 @@ class CaseBencher:
                                     "not measured ([bench] compare_torch_compile = false)")
             return
         result.compiled_key = compiled_key(result.reference_key)
-        known_compiled = self.known_compiled.get(result.compiled_key)
+        known_compiled = self.kept_baselines.get(result.compiled_key)
         if known_compiled:
             result.compiled, result.compiled_reused = Timing(**known_compiled["timing"]), True
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(known_compiled.get("measured_at", 0)))
-            result.notes.append(f"torch.compile: its time from a run at {when} (the same reference_fn, get_inputs, "
+            result.notes.append(f"torch.compile: its time from a run at {kept_when(known_compiled)} (the same "
+                                "reference_fn, get_inputs, "
                                 "case, GPU, torch and Triton); `workbench bench --fresh-baselines` measures it again")
             return
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
@@ -619,6 +625,11 @@ def reference_key(km: KernelModule, case: Case, config: Any, device_name: str, m
     if mode:
         parts.append(mode)
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def kept_when(entry: dict[str, Any]) -> str:
+    """When a kept baseline (project/baselines.py) was measured, as its note says it."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.get("measured_at", 0)))
 
 
 def compiled_key(reference: str) -> str:
