@@ -278,3 +278,41 @@ def test_a_change_to_a_module_kernel_py_imports_is_recorded_and_diffed(cli, make
     (project / "scaling.py").write_text("FACTOR = 2.0\n")
     code, out, err = cli("list", "--dir", project.parent)
     assert "(scaling.py changed since)" in out, out
+
+
+def test_a_worker_that_stalls_in_its_start_up_is_given_up_with_what_its_threads_were_doing():
+    """The worker registers its stacks on SIGUSR1 (child/worker.py): one silent past its time is asked for them
+    before it is killed, and the failure carries them; a run then takes another worker (strategies.once)."""
+    from workbench.core.events import LogLine
+    from workbench.core.run.workers import WorkerStartError, wait_for_ready
+
+    script = ("import faulthandler, signal, sys, time\n"
+              "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+              "print('warming up', file=sys.stderr, flush=True)\n"
+              "def stuck_in_start_up():\n"
+              "    time.sleep(60)\n"
+              "stuck_in_start_up()\n")
+
+    class Stalled:
+        ready = None
+
+        def __init__(self):
+            self.proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+            self.queue = queue.Queue()
+            threading.Thread(target=self._read, daemon=True).start()
+
+        def _read(self):
+            for line in self.proc.stderr:
+                self.queue.put(("event", LogLine(text=line.rstrip("\n"))))
+
+        def kill(self):
+            self.proc.kill()
+            self.proc.wait()
+
+    worker = Stalled()
+    with pytest.raises(WorkerStartError) as caught:
+        wait_for_ready(worker, timeout=2.0)
+    assert caught.value.stalled and "did not start within 2 s" in caught.value.problem.message
+    said = caught.value.problem.traceback
+    assert "warming up" in said and "its threads when it was given up:" in said and "stuck_in_start_up" in said
+    assert worker.proc.poll() is not None  # killed

@@ -3,6 +3,7 @@
 reference's autograd, under the same battery as the outputs. The kernels are in tests/kernels_training.py."""
 
 import kernels_training as train
+import pytest
 from run_helpers import failing, verify_json
 
 NO_LAYOUTS = "[verify]\nnoncontiguous = \"off\"\n"
@@ -59,14 +60,14 @@ def test_a_fused_loss_whose_forward_computes_the_gradient_verifies(cli, make_pro
 
 # -- the live loop: the forward's verdict first ----------------------------------------------------------------
 
-def live_events(project_path):
-    """The events of one live-loop run of verify (the interpreter), in the order they came."""
+def live_events(project_path, interpret=True):
+    """The events of one live-loop run of verify (the interpreter, else this machine's GPU), in their order."""
     from workbench.core.project.folder import Project
     from workbench.core.run import make_runner
     from workbench.core.run.session import run_project
 
     events = []
-    runner = make_runner(interpret=True)
+    runner = make_runner(interpret=interpret)
     try:
         outcome = run_project(Project.open(project_path), runner, ["verify"], events.append, live=True, record=False)
     finally:
@@ -80,11 +81,12 @@ def case_results(events):
     return [e for e in events if isinstance(e, CaseResult) and not e.config]
 
 
-def test_the_live_loop_judges_every_case_forward_before_the_gradients(make_project):
+@pytest.mark.parametrize("interpret", [True, pytest.param(False, marks=pytest.mark.gpu)], ids=["interpreter", "gpu"])
+def test_the_live_loop_judges_every_case_forward_before_the_gradients(make_project, interpret):
     from workbench.core.events import StageChanged
 
     events, outcome = live_events(make_project(train.WRONG_DX, name="wrong_dx_live",
-                                               toml=NO_LAYOUTS + "generated_cases = false\n"))
+                                               toml=NO_LAYOUTS + "generated_cases = false\n"), interpret)
     results = case_results(events)
     forward = [r for r in results if r.phase == "forward"]
     whole = [r for r in results if not r.phase]

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
-from ..events import Event, Problem, Requeued
+from ..events import Event, LogLine, Problem, Requeued
 from ..stage import CompilePoolOrder, Job
 from .contracts import OnEvent
 from .gpus import GpuSlot
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 MAX_RESTARTS = 3
+# A worker that has not said it is ready by then (they take 2-10 s, more on a loaded host) is given up once, with
+# what its threads were doing in the log, and another takes its place (workers.STARTUP_TIMEOUT_S for that one).
+FIRST_START_TIMEOUT_S = 90.0
 Limits = tuple  # (timeout_s, interpret_timeout_s)
 
 
@@ -96,11 +99,25 @@ class WorkerJobs:
         worker = runner.take_worker(gpu, timed=timed)
         try:
             try:
-                ready = worker.wait_ready()
+                ready = worker.wait_ready(FIRST_START_TIMEOUT_S)
             except WorkerStartError as exc:
-                if not runner.cancelled:
+                if runner.cancelled:
+                    return None
+                if not exc.stalled:
                     relay(exc.problem)
-                return None
+                    return None
+                # Alive but silent: what it was doing goes to the log, and another worker takes its place.
+                relay(LogLine(text=f"{exc.problem.message}: another worker takes its place; the stalled one's "
+                                   f"last words and threads:\n{exc.problem.traceback}", stream="workbench"))
+                runner.supply.release(worker)
+                worker = runner.take_worker(gpu, timed=timed)
+                try:
+                    ready = worker.wait_ready()
+                except WorkerStartError as again:
+                    if not runner.cancelled:
+                        relay(replace(again.problem, message=f"{again.problem.message} (the second worker; the "
+                                                             f"first did not start within {FIRST_START_TIMEOUT_S:.0f} s)"))
+                    return None
             if worker.gpu_id:
                 relay = stamp_gpu(relay, worker.gpu_id)
             relay(ready)

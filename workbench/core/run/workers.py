@@ -105,11 +105,12 @@ class BoundedLog:
 
 
 class WorkerStartError(Exception):
-    """A worker could not start (no torch/triton, a broken environment)."""
+    """A worker could not start (no torch/triton, a broken environment). `stalled`: it was alive but silent
+    past its time (another worker may start where this one hung); else it ended, or could not be started."""
 
-    def __init__(self, problem: Problem):
+    def __init__(self, problem: Problem, stalled: bool = False):
         super().__init__(problem.message)
-        self.problem = problem
+        self.problem, self.stalled = problem, stalled
 
 
 class WorkerProcess:
@@ -236,8 +237,10 @@ def wait_for_ready(worker: Any, timeout: float = STARTUP_TIMEOUT_S, name: str = 
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
+            stacks = stacks_of_stalled(worker)
             worker.kill()
-            raise WorkerStartError(Problem(kind="environment", message=f"{name} did not start within {timeout:.0f} s"))
+            raise WorkerStartError(Problem(kind="environment", message=f"{name} did not start within {timeout:.0f} s",
+                                           traceback="\n".join(log[-15:] + stacks)), stalled=True)
         try:
             kind, payload = worker.queue.get(timeout=remaining)
         except queue.Empty:
@@ -254,6 +257,31 @@ def wait_for_ready(worker: Any, timeout: float = STARTUP_TIMEOUT_S, name: str = 
             startup_problem = payload
         elif isinstance(payload, LogLine):
             log.append(payload.text)
+
+
+STACKS_SIGNAL = signal.SIGUSR1  # a worker writes every thread's stack to its stderr on it (child/worker.py)
+
+
+def stacks_of_stalled(worker: Any, wait_s: float = 1.0) -> list[str]:
+    """What a worker that stalls in its start-up is doing: every thread's stack, asked with STACKS_SIGNAL and read
+    from its log, for the record of the failure ([] when it cannot be asked, or says nothing)."""
+    pid = getattr(worker.proc, "pid", None)
+    if not pid or worker.proc.poll() is not None:
+        return []
+    try:
+        os.kill(pid, STACKS_SIGNAL)
+    except OSError:
+        return []
+    lines: list[str] = []
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            _, payload = worker.queue.get(timeout=max(deadline - time.monotonic(), 0.01))
+        except queue.Empty:
+            break
+        if isinstance(payload, LogLine):
+            lines.append(payload.text)
+    return ["its threads when it was given up:", *lines] if lines else []
 
 
 def log_lines_left(events: "queue.Queue[tuple[str, Any]]") -> list[LogLine]:

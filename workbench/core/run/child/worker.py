@@ -87,6 +87,12 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
 
 def main() -> int:
     die_with_parent()  # a worker, or a compile process, ends when the parent does, however it ends
+    import faulthandler
+    import signal
+
+    # Asked by a parent that has waited too long for this worker to start (workers.stacks_of_stalled): every
+    # thread's stack to stderr, the parent's log of this worker.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if os.environ.get(ROLE_ENV) == COMPILE_ROLE:
         return compile_pool.serve_compiles()  # a compile process of a run's pool: no CUDA, no judge, no events
     started = time.perf_counter()
