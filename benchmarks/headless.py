@@ -8,12 +8,14 @@ runs the workbench's own CLI (`workbench.cli.main`) and writes, beside its outpu
 events arrived (seconds from the process's start), for the breakdown. Every check is on (workbench.toml as
 scaffolded: torch.compile and CUDA-graph checks on a GPU, torch.compile as a benchmark baseline).
 
-- small: the softmax scaffold (23 verification cases), `workbench verify`, --repeats times; the same file with
-  `torch_compile = "off"`; and the plain script (plain_scripts.PLAIN_VERIFY, the one loop_latency.py uses) in a
-  fresh `python` with a fresh Triton cache.
-- all: every scaffold and template (12 projects) in one `workbench verify`.
-- bench: `workbench bench` of the rmsnorm scaffold: cold (no kept baselines), then again (torch.compile's time
-  kept from the first run: core/project/baselines.py), then with --fresh-baselines.
+- small: the softmax scaffold (23 verification cases), `workbench verify --fresh-checks` (every check run) and
+  `workbench verify` (the checks' passes kept from those runs: project/kept.py), --repeats times each; the same
+  file with `torch_compile = "off"`; and the plain script (plain_scripts.PLAIN_VERIFY, the one loop_latency.py
+  uses) in a fresh `python` with a fresh Triton cache.
+- all: every scaffold and template (12 projects) in one `workbench verify`, then again with the checks' passes
+  kept (WORKBENCH_PROJECTS_PER_GPU sets how many share the GPU at once: run/factory.verify_lanes_per_gpu).
+- bench: `workbench bench` of the rmsnorm scaffold: cold (nothing kept), then again (the baselines' times and the
+  checks' passes kept from the first run: core/project/kept.py), then with --fresh-baselines --fresh-checks.
 
 Breakdown of a verify run: start-up (to the first worker ready), the cases (plan to the last case's first
 result), the torch.compile check's results where they come on their own (CaseResult.phase "torch.compile
@@ -180,15 +182,21 @@ def main() -> int:
             toml = off / "workbench.toml"
             toml.write_text(toml.read_text().replace('# torch_compile = "check"', 'torch_compile = "off"', 1))
             plains = [plain(project / "kernel.py", args.out) for _ in range(args.repeats)]
-            runs = [timed(["verify", str(project), "--json"], args.out, f"verify-softmax-{n}")
+            # cold: the checks run (--fresh-checks); kept: their passes kept from the runs before (project/kept.py)
+            runs = [timed(["verify", str(project), "--json", "--fresh-checks"], args.out, f"verify-softmax-cold-{n}")
                     for n in range(args.repeats)]
+            runs += [timed(["verify", str(project), "--json"], args.out, f"verify-softmax-kept-{n}")
+                     for n in range(args.repeats)]
             runs.append(timed(["verify", str(off), "--json"], args.out, "verify-softmax-torch_compile-off"))
-            walls = [r["wall_s"] for r in runs[:-1]]
-            summary["small"] = {"verify_s": walls, "plain_s": plains, "torch_compile_off_s": runs[-1]["wall_s"],
-                                "breakdown": [breakdown(r) for r in runs]}
-            print(f"small (softmax): verify median {statistics.median(walls):.2f} s [{min(walls):.2f}-{max(walls):.2f}]"
-                  f", plain script {statistics.median(plains):.2f} s [{min(plains):.2f}-{max(plains):.2f}], "
-                  f"ratio {statistics.median(walls) / statistics.median(plains):.2f}x; "
+            cold = [r["wall_s"] for r in runs[:args.repeats]]
+            kept = [r["wall_s"] for r in runs[args.repeats:-1]]
+            summary["small"] = {"verify_cold_s": cold, "verify_kept_s": kept, "plain_s": plains,
+                                "torch_compile_off_s": runs[-1]["wall_s"], "breakdown": [breakdown(r) for r in runs]}
+            plain_median = statistics.median(plains)
+            print(f"small (softmax): plain script {plain_median:.2f} s [{min(plains):.2f}-{max(plains):.2f}]; verify "
+                  f"with the checks run {statistics.median(cold):.2f} s [{min(cold):.2f}-{max(cold):.2f}] "
+                  f"({statistics.median(cold) / plain_median:.2f}x), their passes kept {statistics.median(kept):.2f} s "
+                  f"[{min(kept):.2f}-{max(kept):.2f}] ({statistics.median(kept) / plain_median:.2f}x); "
                   f"torch_compile off {runs[-1]['wall_s']:.2f} s")
             report(runs)
         if "all" in parts:
@@ -198,18 +206,19 @@ def main() -> int:
                 scaffold(many, name)
             for template in TEMPLATES:
                 scaffold(many, f"my_{template}", template)
-            run = timed(["verify", *sorted(str(p) for p in many.iterdir()), "--json"], args.out, "verify-all",
-                        limit_s=args.all_limit)
-            finished = [f"{e['project']} {e['t']:.1f}" for e in run["events"] if e["type"] == "run_finished"]
-            summary["all"] = {"wall_s": run["wall_s"], "exit": run["exit"], "projects_finished_at": finished}
-            print(f"all 12: verify {run['wall_s']:.1f} s, exit {run['exit']}; projects finished at "
-                  + ", ".join(finished))
+            for name in ("verify-all", "verify-all-kept"):  # cold, then with the checks' passes kept
+                run = timed(["verify", *sorted(str(p) for p in many.iterdir()), "--json"], args.out, name,
+                            limit_s=args.all_limit)
+                finished = [f"{e['project']} {e['t']:.1f}" for e in run["events"] if e["type"] == "run_finished"]
+                summary[name] = {"wall_s": run["wall_s"], "exit": run["exit"], "projects_finished_at": finished}
+                print(f"all 12 ({name}): verify {run['wall_s']:.1f} s, exit {run['exit']}; projects finished at "
+                      + ", ".join(finished))
         if "bench" in parts:
             project = scaffold(work, "rmsnorm")
             runs = [timed(["bench", str(project), "--json", "--no-plot"], args.out, "bench-rmsnorm-cold"),
                     timed(["bench", str(project), "--json", "--no-plot"], args.out, "bench-rmsnorm-kept"),
-                    timed(["bench", str(project), "--json", "--no-plot", "--fresh-baselines"], args.out,
-                          "bench-rmsnorm-fresh")]
+                    timed(["bench", str(project), "--json", "--no-plot", "--fresh-baselines", "--fresh-checks"],
+                          args.out, "bench-rmsnorm-fresh")]
             summary["bench"] = {r["name"]: {"wall_s": r["wall_s"], "exit": r["exit"], "breakdown": breakdown(r)}
                                 for r in runs}
             print("bench rmsnorm: " + ", ".join(f"{r['name']} {r['wall_s']:.1f} s (exit {r['exit']})" for r in runs))

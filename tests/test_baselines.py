@@ -1,10 +1,10 @@
-"""torch.compile(reference_fn)'s and reference_fn's times kept across runs (core/project/baselines.py): what is kept, what is
+"""torch.compile(reference_fn)'s and reference_fn's times kept across runs (core/project/kept.py): what is kept, what is
 never kept, and that a damaged file is a miss, not an error. (The reuse itself, on a GPU: test_bench_gpu.)"""
 
 from types import SimpleNamespace
 
 from workbench.core.events import Timing
-from workbench.core.project import baselines
+from workbench.core.project import kept as baselines
 from workbench.core.project.folder import Project
 
 

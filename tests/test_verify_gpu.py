@@ -32,6 +32,28 @@ def test_a_good_kernel_compiles_without_graph_breaks_and_replays_from_a_cuda_gra
         assert rec["compatibility"][key]["status"] == "passed"
 
 
+def test_a_pass_is_kept_until_the_kernel_changes_or_fresh_checks_and_a_failure_runs_every_time(cli, make_project):
+    project = make_project(kernels.GOOD, toml=ONLY_CASES)
+    code, first = verify_json(cli, project)
+    assert code == 0 and not any(c["kept"] for c in first["compatibility"]["torch_compile"]["cases"])
+    code, again = verify_json(cli, project)
+    kept = again["compatibility"]["torch_compile"]["cases"]
+    assert code == 0 and kept and all(c["kept"].startswith("passed in a run at") for c in kept)
+    assert [c["key"] for c in kept] == [c["key"] for c in first["compatibility"]["torch_compile"]["cases"]]
+    code, out, _ = cli("verify", project)
+    assert "compatibility: torch.compile(fullgraph=True) passed (cases 0, 1; kept: passed in a run at" in out
+    code, fresh = verify_json(cli, project, "--fresh-checks")
+    assert code == 0 and not any(c["kept"] for c in fresh["compatibility"]["cuda_graph"]["cases"])
+    (project / "kernel.py").write_text((project / "kernel.py").read_text() + "\n# edited\n")
+    code, edited = verify_json(cli, project)
+    assert code == 0 and not any(c["kept"] for c in edited["compatibility"]["torch_compile"]["cases"])
+    failing = make_project(kernels.HOST_READ, name="host_read", toml=ONLY_CASES)
+    for _ in range(2):
+        code, rec = verify_json(cli, failing)
+        assert rec["compatibility"]["torch_compile"]["status"] == "failed"
+        assert not any(c["kept"] for c in rec["compatibility"]["torch_compile"]["cases"])
+
+
 @pytest.mark.parametrize("workers", ["1", "2", "3"])
 def test_compatibility_runs_on_the_same_cases_however_the_cases_are_sharded(cli, make_project, monkeypatch, workers):
     monkeypatch.setenv("WORKBENCH_WORKERS", workers)

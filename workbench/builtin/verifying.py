@@ -59,6 +59,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", metavar="LIST", default="all",
                         help="the GPUs to spread cases and projects over: 'all' (default: every GPU "
                              "CUDA_VISIBLE_DEVICES lets through) or their numbers among those, e.g. 0,1")
+    parser.add_argument("--fresh-checks", action="store_true",
+                        help="run the torch.compile and CUDA-graph checks again rather than keep an earlier run's "
+                             "pass (kept while the project's files, the case, the GPU, torch, Triton and [verify] "
+                             "are the same)")
     parser.add_argument("-v", "--verbose", action="store_true", help="every row, tracebacks and worker output")
 
 
@@ -129,6 +133,7 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
 
             outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout,
                                   fresh_baselines=getattr(args, "fresh_baselines", False),
+                                  fresh_checks=getattr(args, "fresh_checks", False),
                                   bench_mode=getattr(args, "mode", None) or "")
             with lock:
                 finish(index, outcome)

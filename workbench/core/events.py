@@ -235,7 +235,7 @@ class BenchResult(Event):
     sm_clock_mhz: int | None = None  # read right after the kernel's timed series (boost clocks, or not)
     temperature_c: int | None = None
     reference_key: str = ""  # what the reference's time depends on (bench.reference_key): the live loop reuses it
-    compiled_key: str = ""  # ... and torch.compile's (bench.compiled_key): kept across runs (project/baselines.py)
+    compiled_key: str = ""  # ... and torch.compile's (bench.compiled_key): kept across runs (project/kept.py)
     compiled_reused: bool = False  # `compiled` is a time measured by an earlier run (its note says when)
     reference_reused: bool = False  # ... and `reference` (the live loop's earlier save, or a kept baseline)
     gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult

@@ -86,9 +86,11 @@ class Job:
     pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
     live: bool = False  # the live loop's run: its shorter timing series, no compatibility checks
     reference_timings: dict[str, Any] = field(default_factory=dict)  # bench.reference_key -> earlier Timing (live)
-    # Baselines timed by earlier runs (project/baselines.py): bench.compiled_key -> torch.compile(reference_fn)'s,
+    # Baselines timed by earlier runs (project/kept.py): bench.compiled_key -> torch.compile(reference_fn)'s,
     # bench.reference_key -> reference_fn's, each {"timing", "measured_at"} (headless runs)
     kept_baselines: dict[str, Any] = field(default_factory=dict)
+    # Compatibility checks that passed in earlier runs (project/kept.py): compat.finding_key -> {"check", "at"}
+    kept_findings: dict[str, Any] = field(default_factory=dict)
     shard: list[int] | None = None  # [k, n]: this worker verifies every n-th case, from the k-th
     bench_shard: list[int] | None = None  # [k, n]: ... and times that share of the benchmark sweep
     gpu_gate: bool = False  # wait for the parent's GPU_GATE line before timing anything

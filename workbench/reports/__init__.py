@@ -125,7 +125,10 @@ def compatibility_lines(outcome: RunOutcome, verbose: bool = False) -> list[str]
         title = COMPAT_TITLE.get(name, name)
         cases = ", ".join(f"{c['case_index']}" for c in finding["cases"])
         if finding["status"] == "passed":
-            lines.append(f"  compatibility: {title} passed (case{'s' if len(finding['cases']) > 1 else ''} {cases})")
+            kept = [c for c in finding["cases"] if c.get("kept")]
+            when = f"; kept: {kept[0]['kept']}" if kept else ""
+            lines.append(f"  compatibility: {title} passed (case{'s' if len(finding['cases']) > 1 else ''} {cases}"
+                         f"{when})")
             continue
         if finding["status"] == "refused":
             refused = next(c for c in finding["cases"] if c["status"] == "refused")

@@ -23,7 +23,7 @@ from ..events import (
     RunStarted,
     WorkerReady,
 )
-from ..project.baselines import load_baselines, remember_baselines
+from ..project.kept import load_baselines, load_findings, remember_baselines, remember_findings
 from ..project.config import ConfigError
 from ..project.folder import Project, source_hash, watched_files
 from ..project.history import RunRecord, append_record
@@ -79,7 +79,8 @@ class RunOutcome:
             for name, finding in r.compat.items():
                 entry = found.setdefault(name, {"status": "passed", "required": finding["required"], "cases": []})
                 entry["cases"].append({"case_index": r.case_index, "label": r.label, "dtype": r.dtype,
-                                       "status": finding["status"], "error": finding["error"]})
+                                       "status": finding["status"], "error": finding["error"],
+                                       "key": finding.get("key", ""), "kept": finding.get("kept", "")})
                 if FINDING_RANK[finding["status"]] > FINDING_RANK[entry["status"]]:
                     entry["status"] = finding["status"]
         return found
@@ -163,15 +164,16 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
                 case_indices: list[int] | None = None, pins: dict[str, int] | None = None, *, live: bool = False,
                 timeout_s: float | None = None, reference_timings: dict[str, Any] | None = None,
                 options: dict[str, Any] | None = None, record: bool = True,
-                fresh_baselines: bool = False, bench_mode: str = "") -> RunOutcome:
+                fresh_baselines: bool = False, bench_mode: str = "", fresh_checks: bool = False) -> RunOutcome:
     """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run.
 
     `live`: the live loop's run (its shorter timing series; reference times of earlier runs,
     `reference_timings`, reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
     `options`: a plugin's own switches for its stages (Job.options); `record`: write the run to the history
     (a live loop that is not the project's recorder does not: history.RecorderLock); `fresh_baselines`: time
-    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/baselines.py); `bench_mode`:
-    a training kernel's benchmark mode ("fwd", "bwd", "full"), over workbench.toml's [bench] mode."""
+    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/kept.py); `bench_mode`:
+    a training kernel's benchmark mode ("fwd", "bwd", "full"), over workbench.toml's [bench] mode; `fresh_checks`: run
+    the torch.compile and CUDA-graph checks again rather than keep an earlier run's pass (project/kept.py)."""
     started = time.monotonic()
     try:
         raw = project.kernel_path.read_bytes()
@@ -214,12 +216,14 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
     job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(), case_indices=case_indices,
               cache_dir=str(project.triton_cache_dir), pins=pins or {}, live=live,
               reference_timings=dict(reference_timings or {}), options=dict(options or {}),
-              kept_baselines=load_baselines(project) if keeps_baselines else {})
+              kept_baselines=load_baselines(project) if keeps_baselines else {},
+              kept_findings=load_findings(project) if not live and not fresh_checks else {})
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
     runner.run(job, collect, timeout_s=limit, interpret_timeout_s=verify.interpret_timeout_s)
     remember_baselines(project, outcome.of_type(BenchResult))
+    remember_findings(project, outcome.compatibility())
     if record and worth_recording(outcome):
         outcome.record = append_record(project, outcome.to_record(), source, files)
     return outcome

@@ -628,7 +628,7 @@ def reference_key(km: KernelModule, case: Case, config: Any, device_name: str, m
 
 
 def kept_when(entry: dict[str, Any]) -> str:
-    """When a kept baseline (project/baselines.py) was measured, as its note says it."""
+    """When a kept baseline (project/kept.py) was measured, as its note says it."""
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.get("measured_at", 0)))
 
 

@@ -73,10 +73,11 @@ class Reference:
 class Verifier:
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool,
                  pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
-                 live: bool = False):
+                 live: bool = False, kept_findings: dict[str, Any] | None = None):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
+        self.kept_findings = kept_findings or {}  # compatibility checks passed before (compat.compat_runs)
         self.remote_judge = judge  # the judge process (run/child/judge_process.py); None: judged in this process
-        self.local_judge = Judge(config, interpret)
+        self.local_judge = Judge(config)
         # The cases that run the once-per-dtype checks (compatibility; in the interpreter the repeat calls too):
         # the first of each dtype among the run's cases, the same whatever the sharding (verify_stage sets them).
         self.anchors = first_case_per_dtype(km.cases)
@@ -409,7 +410,7 @@ class Verifier:
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
                             data.reference if fresh is None else fresh_ref,
                             data.native if fresh is None else fresh_native, self.config, self.interpret,
-                            self.anchors, live=self.live)
+                            self.anchors, live=self.live, kept=self.kept_findings)
         runs += layout_runs(lambda args: self._call_kernel(args, "nan", case, "layout"), self.km.reference_fn,
                             originals, data.reference, data.native, self.config,
                             skip=once_per_dtype(case, self.layout_anchors), live=self.live)
@@ -491,13 +492,14 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
                      order: Iterable[Case] | None = None, among: list[Case] | None = None,
-                     forward_first: KernelModule | None = None) -> None:
+                     forward_first: KernelModule | None = None, kept_findings: dict[str, Any] | None = None) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
     cases in the order to run them (as their kernels are compiled), when not as listed; `among`: the cases
     whose first of each dtype runs the once-per-dtype checks (all of a sharded run's), when not `cases`.
     `forward_first` (a training kernel's module without its gradients, in the live loop): every case's forward
-    is judged first, on one call each (phase "forward"), so its verdict shows before the gradients'."""
-    verifier = Verifier(km, config, emit, interpret, pins, judge, live)
+    is judged first, on one call each (phase "forward"), so its verdict shows before the gradients'.
+    `kept_findings`: the compatibility checks that passed in earlier runs (not run again)."""
+    verifier = Verifier(km, config, emit, interpret, pins, judge, live, kept_findings)
     verifier.anchors = first_case_per_dtype(among or cases)
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
     if forward_first is not None:
@@ -533,7 +535,8 @@ def verify_stage(context: JobContext) -> None:
     live_training = context.job.live and km is not context.km
     run_verification(km, cases, verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,
-                     among=selected, forward_first=context.km if live_training else None)
+                     among=selected, forward_first=context.km if live_training else None,
+                     kept_findings=context.job.kept_findings)
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
         context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

@@ -19,8 +19,12 @@ of the case (see verify/judge.py).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import time
 import warnings
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -78,9 +82,12 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 
 
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], native: list[Any],
-                config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False) -> list[ExtraRun]:
+                config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False,
+                kept: Mapping[str, dict] | None = None) -> list[ExtraRun]:
     """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were). `anchors`: the
-    cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype."""
+    cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype; `kept`: the
+    findings that passed in earlier runs, by finding_key (project/findings.py): one whose key is there is not
+    run again, and the record says when it passed."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)",
                         compat=True, required=config.torch_compile == "require")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph",
@@ -98,14 +105,51 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
             run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
         elif case.index not in anchors:
             run.skipped = once_per_dtype(case, anchors)
-    if not compiled.skipped:
+    for run in (compiled, graphed):
+        if not run.skipped:
+            run.key = finding_key(km, case, config, run.name)
+            earlier = (kept or {}).get(run.key)
+            if earlier:
+                run.kept = (f"passed in a run at {time.strftime('%Y-%m-%d %H:%M', time.localtime(earlier.get('at', 0)))} "
+                            "on the same project files, case, GPU, torch, Triton and [verify] settings; not run again "
+                            "(--fresh-checks runs it)")
+    if not compiled.skipped and not compiled.kept:
         _torch_compile(km, inputs, reference, compiled)
-    if not graphed.skipped:
+    if not graphed.skipped and not graphed.kept:
         _cuda_graph(km, inputs, reference, graphed)
     for run in (compiled, graphed):
         if run.outputs:
             run.native = list(native)
     return [compiled, graphed]
+
+
+def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str) -> str:
+    """What a compatibility check's finding depends on: every Python file of the project (kernel.py and what it
+    imports from its folder), the case, the GPU, torch, Triton, the workbench and the [verify] settings."""
+    import triton
+
+    from ... import __version__
+
+    parts = [check, project_digest(str(km.path.parent)), repr(sorted(case.params.items())),
+             torch.cuda.get_device_name() if torch.cuda.is_available() else "", torch.__version__,
+             triton.__version__, __version__, repr(dataclasses.asdict(config))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def project_digest(folder: str) -> str:
+    """A hash of every Python file under the project folder (its state and caches left out), names and bytes."""
+    digest = hashlib.sha256()
+    root = Path(folder)
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            continue
+        digest.update(str(relative).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()
 
 
 def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:

@@ -75,6 +75,8 @@ class ExtraRun:
 
     name: str
     hint: str = ""  # what a failure here suggests
+    key: str = ""  # a compatibility check's: what its finding depends on (compat.finding_key); kept when it passes
+    kept: str = ""  # ... passed in an earlier run with the same key, not run again: when (compat.KeptFindings)
     outputs: list[Any] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     reference: list[Any] = field(default_factory=list)

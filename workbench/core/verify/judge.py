@@ -271,6 +271,10 @@ class Judge:
                 # nothing more through them, and their hints (a cached result?) would mislead.
                 result.checks[run.name] = "skipped: the first call already failed"
                 continue
+            if run.kept:  # passed before on the same sources, case, GPU, versions and config: not run again
+                self._compat_finding(result, run, "")
+                result.compat[run.name]["kept"] = run.kept
+                continue
             problem = run.error
             if not problem:
                 problems = []
@@ -298,7 +302,7 @@ class Judge:
         when the project requires it; otherwise the check says "warning"."""
         error = problem if not run.detail or run.detail in problem else f"{problem}\n{run.detail}"
         result.compat[run.name] = {"status": "failed" if problem else "passed", "required": run.required,
-                                   "error": error if problem else ""}
+                                   "error": error if problem else "", "key": run.key}
         if not problem:
             result.checks[run.name] = "passed"
         elif run.required:
