@@ -14,6 +14,6 @@ for t in elementwise row gemm attention; do
   python3 -m workbench.cli new "my_$t" --template "$t" --dir "$work" >/dev/null
 done
 start=$(date +%s)
-python3 -m workbench.cli verify "$work"/* --junit "$out/scaffolds-junit.xml" > "$out/scaffolds.txt" 2>&1
+python3 -m workbench.cli verify -v "$work"/* --junit "$out/scaffolds-junit.xml" > "$out/scaffolds.txt" 2>&1
 echo "scaffolds verify exit $? in $(( $(date +%s) - start )) s"
 grep -E "^[a-z_]+  |VERIFIED|FAILED|NOT USABLE|ERROR" "$out/scaffolds.txt"
