@@ -316,3 +316,41 @@ def test_a_worker_that_stalls_in_its_start_up_is_given_up_with_what_its_threads_
     said = caught.value.problem.traceback
     assert "warming up" in said and "its threads when it was given up:" in said and "stuck_in_start_up" in said
     assert worker.proc.poll() is not None  # killed
+
+
+def test_two_threads_waiting_for_one_worker_both_see_it_ready():
+    """A run takes a spare while its GPU-free thread waits for the spares to warm: both wait for one worker's
+    WorkerReady. The one that does not take it off the queue sees it at once, not at its time-out (the cause of
+    "the worker did not start within 180 s" under load)."""
+    from workbench.core.events import WorkerReady
+    from workbench.core.run.workers import wait_for_ready
+
+    class Warming:
+        ready = None
+
+        def __init__(self):
+            self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+            self.queue = queue.Queue()
+            self.started_up = threading.Event()
+
+        def kill(self):
+            self.proc.kill()
+            self.proc.wait()
+
+    worker = Warming()
+    said = WorkerReady(pid=1, mode="gpu", device_name="GPU", torch_version="t", triton_version="t",
+                       python_version="p", warmup_s=1.0)
+    got: list = []
+    try:
+        waiters = [threading.Thread(target=lambda: got.append(wait_for_ready(worker, timeout=20))) for _ in range(2)]
+        for waiter in waiters:
+            waiter.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        worker.queue.put(("event", said))
+        worker.started_up.set()
+        for waiter in waiters:
+            waiter.join(timeout=10)
+        assert got == [said, said] and time.monotonic() - started < 2.0
+    finally:
+        worker.kill()

@@ -35,6 +35,7 @@ from .protocol import (
 )
 
 STARTUP_TIMEOUT_S = 180.0
+READY_POLL_S = 0.1  # how soon a second waiter for one worker sees the WorkerReady the first took (wait_for_ready)
 PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding workbench/: the worker imports this copy
 
 
@@ -228,13 +229,16 @@ class WorkerProcess:
 def wait_for_ready(worker: Any, timeout: float = STARTUP_TIMEOUT_S, name: str = "the worker") -> WorkerReady:
     """A worker's WorkerReady from its queue (kept in `worker.ready`); WorkerStartError when it did not come
     within `timeout` (the worker is killed) or the worker ended first (the Problem it reported, else its
-    status, with its last log lines). For any contracts.WorkerHandle that reads its events into `queue`."""
-    if worker.ready is not None:
-        return worker.ready
+    status, with its last log lines). For any contracts.WorkerHandle that reads its events into `queue`.
+
+    Several threads may wait for one worker (a run taking a spare while its GPU-free thread waits for the spares
+    to warm): one takes the WorkerReady off the queue, the others see it in `worker.ready` within READY_POLL_S."""
     deadline = time.monotonic() + timeout
     log: list[str] = []
     startup_problem: Problem | None = None
     while True:
+        if worker.ready is not None:
+            return worker.ready
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             stacks = stacks_of_stalled(worker)
@@ -242,8 +246,13 @@ def wait_for_ready(worker: Any, timeout: float = STARTUP_TIMEOUT_S, name: str = 
             raise WorkerStartError(Problem(kind="environment", message=f"{name} did not start within {timeout:.0f} s",
                                            traceback="\n".join(log[-15:] + stacks)), stalled=True)
         try:
-            kind, payload = worker.queue.get(timeout=remaining)
+            kind, payload = worker.queue.get(timeout=min(remaining, READY_POLL_S))
         except queue.Empty:
+            ended = getattr(worker, "started_up", None)
+            if ended is not None and ended.is_set() and worker.ready is None and worker.proc.poll() is not None:
+                # another waiter took its end off the queue
+                raise WorkerStartError(Problem(kind="environment", message=f"{name} exited during start-up "
+                                                                           f"(status {worker.proc.returncode})"))
             continue
         if kind == "eof":
             worker.proc.wait()
