@@ -33,7 +33,7 @@ from ..project.contract import (
 )
 from ..stage import ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
-from .compat import compat_runs
+from .compat import compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training
 from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal
@@ -502,6 +502,8 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
     verifier = Verifier(km, config, emit, interpret, pins, judge, live, kept_findings)
     verifier.anchors = first_case_per_dtype(among or cases)
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
+    if torch_compile_to_run(km, cases, config, interpret, verifier.anchors, live, verifier.kept_findings):
+        import_torch_compile_in_background()  # Dynamo and Inductor load while the kernels compile
     if forward_first is not None:
         ready = []  # the cases in the order their kernels became ready: the whole battery keeps it
         for n, case in enumerate(cases if order is None else order, 1):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -123,17 +125,51 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
     return [compiled, graphed]
 
 
+def import_torch_compile_in_background() -> threading.Thread:
+    """Dynamo and Inductor imported on a thread while the kernels compile and the first cases run, so the
+    torch.compile check finds them loaded: their import is 4-6 s of a headless run on an H100 host (RESULTS.md
+    3i), the compiles beside it mostly waiting on other processes. Only when the check will run
+    (torch_compile_to_run): a kept pass needs neither, and the thread would only slow the cases. Inductor compiles in this process (compile_threads 1, unless the environment says): its
+    pool of compile processes takes longer to start than the check's one small graph takes to compile."""
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+    def load() -> None:
+        try:
+            import torch._dynamo  # noqa: F401
+            import torch._inductor.compile_fx  # noqa: F401
+        except Exception:  # noqa: BLE001 - the check imports them itself and reports what fails
+            pass
+
+    thread = threading.Thread(target=load, name="import-torch-compile", daemon=True)
+    thread.start()
+    return thread
+
+
+def torch_compile_to_run(km: KernelModule, cases: list[Case], config: VerifyConfig, interpret: bool,
+                         anchors: set[int], live: bool, kept: Mapping[str, dict]) -> bool:
+    """Whether the torch.compile check will run on any of `cases` (compat_runs' rules: on, on a GPU, not a training
+    kernel, not live, an anchor, its pass not kept)."""
+    if config.torch_compile == "off" or interpret or km.gradients or live:
+        return False
+    return any(finding_key(km, case, config, "torch_compile") not in kept for case in cases if case.index in anchors)
+
+
 def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str) -> str:
     """What a compatibility check's finding depends on: every Python file of the project (kernel.py and what it
-    imports from its folder), the case, the GPU, torch, Triton, the workbench and the [verify] settings."""
+    imports from its folder), the case, the GPU, torch, Triton, the checks' own code (this module and the judge)
+    and the [verify] settings."""
     import triton
-
-    from ... import __version__
 
     parts = [check, project_digest(str(km.path.parent)), repr(sorted(case.params.items())),
              torch.cuda.get_device_name() if torch.cuda.is_available() else "", torch.__version__,
-             triton.__version__, __version__, repr(dataclasses.asdict(config))]
+             triton.__version__, checks_digest(), repr(dataclasses.asdict(config))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def checks_digest() -> str:
+    """A hash of the code that runs and judges the checks: a workbench that checks differently keeps nothing."""
+    here = Path(__file__).parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("compat.py", "judge.py"))).hexdigest()
 
 
 def project_digest(folder: str) -> str:

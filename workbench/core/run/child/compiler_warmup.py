@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 from typing import Any, Callable
 
 import triton
@@ -75,22 +74,3 @@ def warm_battery_ops(torch: Any) -> None:
         CaseData(case_index=0, label="").sample([out], [expected], limit=16)  # a benchmark case's random draw
     torch.cuda.synchronize()
 
-
-def import_torch_compile_in_background() -> threading.Thread:
-    """Dynamo and Inductor imported on a thread while the job's kernels compile and its first cases run, so the
-    torch.compile check (verify/compat.py) and the benchmark's torch.compile baseline find them loaded: their
-    import is 4-6 s of a headless run on an H100 host (RESULTS.md 3i), the compiles beside it mostly waiting on
-    other processes. Inductor compiles in this process (compile_threads 1, unless the environment says): its
-    pool of compile processes takes longer to start than the check's one small graph takes to compile."""
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-
-    def load() -> None:
-        try:
-            import torch._dynamo  # noqa: F401
-            import torch._inductor.compile_fx  # noqa: F401
-        except Exception:  # noqa: BLE001 - the check imports them itself and reports what fails
-            pass
-
-    thread = threading.Thread(target=load, name="import-torch-compile", daemon=True)
-    thread.start()
-    return thread

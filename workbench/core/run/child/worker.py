@@ -207,10 +207,6 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         return 0
     from ...project.contract import find_autotuners, select_cases
 
-    if not interpret and not job.live and uses_torch_compile(job.stages, config):
-        from .compiler_warmup import import_torch_compile_in_background
-
-        import_torch_compile_in_background()
     planned = [c.index for c in select_cases(km.cases, job.case_indices, "verify")] if "verify" in job.stages else []
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
@@ -222,12 +218,6 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     finally:
         if compiles is not None:
             compiles.close()
-
-
-def uses_torch_compile(stages: list[str], config: Any) -> bool:
-    """Whether a headless job compiles with torch.compile: the check (verify/compat.py) or the baseline."""
-    return ("verify" in stages and config.verify.torch_compile != "off") \
-        or ("bench" in stages and config.bench.compare_torch_compile)
 
 
 def _open_compile_pool(job: Job, ready: Any) -> compile_pool.CompilePool | None:
