@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import kernels
 import pytest
@@ -354,3 +355,56 @@ def test_two_threads_waiting_for_one_worker_both_see_it_ready():
         assert got == [said, said] and time.monotonic() - started < 2.0
     finally:
         worker.kill()
+
+
+def test_a_run_replaces_a_worker_stalled_in_its_start_up_once(monkeypatch):
+    """WorkerJobs.once: a worker alive but silent past FIRST_START_TIMEOUT_S is released, its stacks go to the
+    log, and another takes its place; a second stall is the run's problem, naming both."""
+    from workbench.core.events import LogLine, Problem, WorkerReady
+    from workbench.core.run import strategies
+    from workbench.core.run.workers import WorkerStartError
+    from workbench.core.stage import Job
+
+    ready = WorkerReady(pid=1, mode="gpu", device_name="GPU", torch_version="t", triton_version="t",
+                        python_version="p", warmup_s=1.0)
+
+    class Worker:
+        gpu_id = ""
+
+        def __init__(self, stalls):
+            self.stalls, self.timeouts, self.sent = stalls, [], []
+
+        def wait_ready(self, timeout=180.0):
+            self.timeouts.append(timeout)
+            if self.stalls:
+                raise WorkerStartError(Problem(kind="environment", message=f"the worker did not start within "
+                                                                           f"{timeout:.0f} s",
+                                               traceback="its threads when it was given up:\n  File x"), stalled=True)
+            return ready
+
+        def send(self, job):
+            self.sent.append(job)
+
+    def runner_of(workers):
+        released = []
+        runner = SimpleNamespace(cancelled=False, launcher=[], cancel_event=threading.Event(),
+                                 take_worker=lambda gpu, timed=False: workers.pop(0),
+                                 supply=SimpleNamespace(release=released.append))
+        return runner, released
+
+    monkeypatch.setattr(strategies, "pump", lambda *args, **kwargs: None)
+    run = SimpleNamespace(limits=(60.0, 300.0), gpu_free=threading.Event())
+    job = Job(kernel_path="kernel.py", stages=["verify"])
+    stalled, fine = Worker(stalls=True), Worker(stalls=False)
+    runner, released = runner_of([stalled, fine])
+    events = []
+    assert strategies.WorkerJobs(runner).once(run, job, events.append, None) is None
+    assert stalled.timeouts == [strategies.FIRST_START_TIMEOUT_S] and released == [stalled, fine]
+    assert fine.sent == [job] and events[-1] is ready
+    assert any(isinstance(e, LogLine) and "another worker takes its place" in e.text and "File x" in e.text
+               for e in events)
+    runner, released = runner_of([Worker(stalls=True), Worker(stalls=True)])
+    events = []
+    strategies.WorkerJobs(runner).once(run, job, events.append, None)
+    problems = [e for e in events if isinstance(e, Problem)]
+    assert len(problems) == 1 and "(the second worker; the first did not start within 90 s)" in problems[0].message
