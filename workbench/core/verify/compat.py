@@ -13,7 +13,8 @@ the verdict only where the project asks (``[verify] torch_compile = "require"``,
 "require"``; "off" or false: not run). Both run on a GPU once per project, on the first case of
 each dtype (edge_cases.first_case_per_dtype: the same case whatever the sharding), not in the live
 loop (a cold torch.compile costs seconds per save; `workbench verify` runs them); under the Triton
-interpreter they are skipped, and the record says why. Their outputs go to the judge with the rest
+interpreter they are skipped, and the record says why. A pass is kept (project/kept.py) by finding_key and
+not run again while the key is the same; a failure runs every time. Their outputs go to the judge with the rest
 of the case (see verify/judge.py).
 """
 
@@ -88,7 +89,7 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
                 kept: Mapping[str, dict] | None = None) -> list[ExtraRun]:
     """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were). `anchors`: the
     cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype; `kept`: the
-    findings that passed in earlier runs, by finding_key (project/findings.py): one whose key is there is not
+    findings that passed in earlier runs, by finding_key (project/kept.py): one whose key is there is not
     run again, and the record says when it passed."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)",
                         compat=True, required=config.torch_compile == "require")
@@ -128,9 +129,9 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
 def import_torch_compile_in_background() -> threading.Thread:
     """Dynamo and Inductor imported on a thread while the kernels compile and the first cases run, so the
     torch.compile check finds them loaded: their import is 4-6 s of a headless run on an H100 host (RESULTS.md
-    3i), the compiles beside it mostly waiting on other processes. Only when the check will run
-    (torch_compile_to_run): a kept pass needs neither, and the thread would only slow the cases. Inductor compiles in this process (compile_threads 1, unless the environment says): its
-    pool of compile processes takes longer to start than the check's one small graph takes to compile."""
+    3i). Only when the check will run (torch_compile_to_run): with its passes kept the thread only slowed the
+    cases (3j). Inductor compiles in this process (compile_threads 1, unless the environment says): its pool of
+    compile processes takes longer to start than the check's one small graph takes to compile."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
     def load() -> None:
