@@ -39,11 +39,15 @@ demo: setup
 		$(BIN)/workbench verify $(DEMO); \
 	fi
 
+# Two test processes (pytest-xdist): most tests wait on worker processes of their own, so two halve the wall
+# time on a 2-core machine. The GPU tests share one of them (conftest.py groups them): a timing has its GPU alone.
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
 test: setup
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -25,12 +25,14 @@ def _has_cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    gpu = [item for item in items if "gpu" in item.keywords]
     if _has_cuda():
+        for item in gpu:  # under pytest-xdist (--dist loadgroup): one process runs them all, one at a time
+            item.add_marker(pytest.mark.xdist_group("gpu"))
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    for item in gpu:
+        item.add_marker(skip)
 
 
 @pytest.fixture
