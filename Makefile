@@ -40,7 +40,7 @@ demo: setup
 	fi
 
 # Two test processes (pytest-xdist): most tests wait on worker processes of their own, so two halve the wall
-# time on a 2-core machine. The GPU tests share one of them (conftest.py groups them): a timing has its GPU alone.
+# time on a 2-core machine. The GPU tests share one of them (conftest.py groups them), one at a time.
 PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test: setup
