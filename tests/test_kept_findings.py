@@ -65,3 +65,16 @@ def test_only_passes_run_in_this_run_are_kept(tmp_path):
     assert set(kept) == {"a"} and kept["a"]["check"] == "torch_compile"
     (project.state_dir / store.FINDINGS_FILE).write_text("{not json")
     assert store.load_findings(project) == {}  # a damaged file is a miss
+
+
+def test_a_kernel_in_a_large_tree_keeps_nothing_and_a_virtual_environment_is_not_hashed(tmp_path, monkeypatch):
+    km, case, config = kernel_at(tmp_path), Case(index=0, params={"n": 8}), VerifyConfig()
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "env" / "lib.py").write_text("a = 1\n")
+    before = compat.finding_key(km, case, config, "torch_compile")
+    (tmp_path / "env" / "lib.py").write_text("a = 2\n")  # inside a virtual environment: not the project's
+    assert compat.finding_key(km, case, config, "torch_compile") == before
+    monkeypatch.setattr(compat, "DIGEST_MOST_FILES", 1)  # kernel.py and helpers.py: past the limit
+    assert compat.finding_key(km, case, config, "torch_compile") != compat.finding_key(km, case, config,
+                                                                                     "torch_compile")

@@ -173,15 +173,24 @@ def checks_digest() -> str:
     return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("compat.py", "judge.py"))).hexdigest()
 
 
+DIGEST_MOST_FILES = 500  # a kernel file verified inside a large tree: past this, nothing is kept for it
+
+
 def project_digest(folder: str) -> str:
-    """A hash of every Python file under the project folder (its state and caches left out), names and bytes."""
+    """A hash of every Python file under the project folder, names and bytes: hidden folders (its state),
+    caches and virtual environments left out. Past DIGEST_MOST_FILES files (a kernel.py verified at the top
+    of a large tree) a key that no later run matches: nothing is kept, rather than a hash that misses a file."""
     digest = hashlib.sha256()
     root = Path(folder)
-    for path in sorted(root.rglob("*.py")):
-        relative = path.relative_to(root)
-        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
-            continue
-        digest.update(str(relative).encode() + b"\0")
+    found: list[Path] = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__"
+                         and not (Path(here) / d / "pyvenv.cfg").exists())
+        found += [Path(here) / f for f in files if f.endswith(".py")]
+        if len(found) > DIGEST_MOST_FILES:
+            return f"uncounted:{os.urandom(8).hex()}"
+    for path in sorted(found):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
         try:
             digest.update(path.read_bytes())
         except OSError:
