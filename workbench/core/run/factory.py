@@ -14,6 +14,7 @@ from typing import Sequence
 
 from .contracts import WorkerSource
 from .gpus import GpuSlot
+from .protocol import count_from_env
 from .runner import Runner, default_parallel
 
 PROJECTS_PER_GPU_ENV = "WORKBENCH_PROJECTS_PER_GPU"
@@ -52,7 +53,4 @@ def verify_lanes_per_gpu() -> int:
     """Projects verified at once on one GPU (`workbench verify` of several): WORKBENCH_PROJECTS_PER_GPU, else one
     per 4 cores, at most 4. Each brings its GPU worker, its judge and its compile processes; verification times
     nothing, so sharing the GPU changes no verdict."""
-    configured = os.environ.get(PROJECTS_PER_GPU_ENV, "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, min(4, (os.cpu_count() or 2) // 4))
+    return count_from_env(PROJECTS_PER_GPU_ENV, max(1, min(4, (os.cpu_count() or 2) // 4)))

@@ -49,10 +49,13 @@ def compile_processes() -> int:
     """Compile processes beside a run's one GPU worker (child/compile_pool.py): WORKBENCH_COMPILE_PROCESSES, else
     one per core (the GPU worker and its judge mostly wait while they compile; H100, 16 cores: the verdict
     0.87 s with 16, 1.07 s with 14; RESULTS.md 3f)."""
-    configured = os.environ.get(COMPILE_PROCESSES_ENV, "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, os.cpu_count() or 2)
+    return count_from_env(COMPILE_PROCESSES_ENV, max(1, os.cpu_count() or 2))
+
+
+def count_from_env(name: str, default: int) -> int:
+    """A count the environment may set (a positive integer in `name`), else `default`."""
+    configured = os.environ.get(name, "")
+    return int(configured) if configured.isdigit() and int(configured) > 0 else default
 
 
 _death_pipe: tuple[int, int] | None = None

@@ -21,7 +21,7 @@ from ..stage import Job
 from . import trace
 from .contracts import OnEvent, WorkerHandle, WorkerSource
 from .gpus import GpuSlot
-from .protocol import compile_pool_wanted
+from .protocol import compile_pool_wanted, count_from_env
 from .relay import RunRelay
 from .strategies import RunInFlight, choose
 from .supply import WorkerSupply
@@ -33,10 +33,7 @@ def default_parallel() -> int:
 
     WORKBENCH_WORKERS overrides; by default one per two cores, at most 8.
     """
-    configured = os.environ.get("WORKBENCH_WORKERS", "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+    return count_from_env("WORKBENCH_WORKERS", max(1, min(8, (os.cpu_count() or 2) // 2)))
 
 
 class Runner:
