@@ -31,6 +31,11 @@ FINDINGS_FILE = "findings.json"
 MAX_ENTRIES = 256  # the newest kept: a project's cases over a few GPUs and versions
 
 
+def kept_since(seconds: float) -> str:
+    """When a kept time was measured or a kept finding passed, as the reports say it."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
+
+
 def load_baselines(project: Project) -> dict[str, dict[str, Any]]:
     """key -> {"timing": Timing as a dict, "measured_at": epoch seconds, "of": what}; {} when none or unreadable."""
     return {key: entry for key, entry in _read(project, BASELINES_FILE).items()

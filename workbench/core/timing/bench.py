@@ -30,6 +30,7 @@ import torch
 
 from ..events import BenchResult, CaseResult, DeviceFacts, Problem, StageChanged, Timing
 from ..project.config import MODE_WORDS
+from ..project.kept import kept_since
 from ..project.contract import (
     Case,
     KernelModule,
@@ -489,29 +490,23 @@ class CaseBencher:
             restore_inputs(inputs, originals)
         result.reference_key = reference_key(self.project_km, case, self.config, self.facts.name, result.mode)
         known = self.known_references.get(result.reference_key) if self.live else None
-        kept = self.kept_baselines.get(result.reference_key)
         if known:
             result.reference, result.reference_reused = Timing(**known), True
             result.notes.append(REUSED_REFERENCE_NOTE)
-        elif kept:
-            result.reference, result.reference_reused = Timing(**kept["timing"]), True
-            result.notes.append(f"reference_fn: its time from a run at {kept_when(kept)} (the same reference_fn, "
-                                "get_inputs, case, GPU, torch and timing method); `workbench bench --fresh-baselines` "
-                                "times it again")
         else:
-            self._time_reference(result, inputs)
+            result.reference = self._kept(result, result.reference_key, "reference_fn", "timing method")
+            result.reference_reused = result.reference is not None
+            if result.reference is None:
+                self._time_reference(result, inputs)
         if not self.config.compare_torch_compile:
             result.compiled_note = ("not measured in the live loop ([bench] live_compare_torch_compile; "
                                     "`workbench bench` measures it)" if self.live else
                                     "not measured ([bench] compare_torch_compile = false)")
             return
         result.compiled_key = compiled_key(result.reference_key)
-        known_compiled = self.kept_baselines.get(result.compiled_key)
-        if known_compiled:
-            result.compiled, result.compiled_reused = Timing(**known_compiled["timing"]), True
-            result.notes.append(f"torch.compile: its time from a run at {kept_when(known_compiled)} (the same "
-                                "reference_fn, get_inputs, "
-                                "case, GPU, torch and Triton); `workbench bench --fresh-baselines` measures it again")
+        result.compiled = self._kept(result, result.compiled_key, "torch.compile", "Triton")
+        if result.compiled is not None:
+            result.compiled_reused = True
             return
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
                                case_index=case.index))
@@ -533,6 +528,16 @@ class CaseBencher:
         if result.compiled is not None:
             result.compiled.peak_memory_bytes = peak_memory(lambda: compiled(*inputs))
         result.notes += timed.notes
+
+    def _kept(self, result: BenchResult, key: str, what: str, also: str) -> Timing | None:
+        """A baseline's time kept from an earlier run (project/kept.py), noted as such; None when there is none."""
+        entry = self.kept_baselines.get(key)
+        if not entry:
+            return None
+        result.notes.append(f"{what}: its time from a run at {kept_since(entry.get('measured_at', 0))} (the same "
+                            f"reference_fn, get_inputs, case, GPU, torch and {also}); `workbench bench "
+                            "--fresh-baselines` measures it again")
+        return Timing(**entry["timing"])
 
     def _time_reference(self, result: BenchResult, inputs: list[Any]) -> None:
         try:
@@ -625,11 +630,6 @@ def reference_key(km: KernelModule, case: Case, config: Any, device_name: str, m
     if mode:
         parts.append(mode)
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def kept_when(entry: dict[str, Any]) -> str:
-    """When a kept baseline (project/kept.py) was measured, as its note says it."""
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.get("measured_at", 0)))
 
 
 def compiled_key(reference: str) -> str:

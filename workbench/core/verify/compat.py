@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from ..project.config import VerifyConfig
+from ..project.kept import kept_since
 from ..project.contract import Case, KernelModule, exception_chain, first_line
 from ..stage import ContextPoisoned
 from .edge_cases import once_per_dtype
@@ -113,7 +114,7 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
             run.key = finding_key(km, case, config, run.name)
             earlier = (kept or {}).get(run.key)
             if earlier:
-                run.kept = (f"passed in a run at {time.strftime('%Y-%m-%d %H:%M', time.localtime(earlier.get('at', 0)))} "
+                run.kept = (f"passed in a run at {kept_since(earlier.get('at', 0))} "
                             "on the same project files, case, GPU, torch, Triton and [verify] settings; not run again "
                             "(--fresh-checks runs it)")
     if not compiled.skipped and not compiled.kept:
