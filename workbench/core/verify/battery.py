@@ -33,7 +33,7 @@ from ..project.contract import (
 )
 from ..stage import ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
-from .compat import compat_runs, import_torch_compile_in_background, torch_compile_to_run
+from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training
 from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal
@@ -75,7 +75,7 @@ class Verifier:
                  pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
                  live: bool = False, kept_findings: dict[str, Any] | None = None):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
-        self.kept_findings = kept_findings or {}  # compatibility checks passed before (compat.compat_runs)
+        self.kept_findings = KeptFindings(km, config, kept_findings)  # checks passed before: not run again
         self.remote_judge = judge  # the judge process (run/child/judge_process.py); None: judged in this process
         self.local_judge = Judge(config)
         # The cases that run the once-per-dtype checks (compatibility; in the interpreter the repeat calls too):

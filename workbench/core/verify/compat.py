@@ -21,6 +21,7 @@ of the case (see verify/judge.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import threading
@@ -87,11 +88,11 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], native: list[Any],
                 config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False,
-                kept: Mapping[str, dict] | None = None) -> list[ExtraRun]:
+                kept: KeptFindings | None = None) -> list[ExtraRun]:
     """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were). `anchors`: the
     cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype; `kept`: the
-    findings that passed in earlier runs, by finding_key (project/kept.py): one whose key is there is not
-    run again, and the record says when it passed."""
+    findings that passed in earlier runs: one passed with the same key is not run again, and the record says
+    when it passed."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)",
                         compat=True, required=config.torch_compile == "require")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph",
@@ -109,14 +110,11 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
             run.skipped = "not in the live loop (seconds per save): `workbench verify` runs it"
         elif case.index not in anchors:
             run.skipped = once_per_dtype(case, anchors)
+    kept = kept or KeptFindings(km, config, {})
     for run in (compiled, graphed):
         if not run.skipped:
-            run.key = finding_key(km, case, config, run.name)
-            earlier = (kept or {}).get(run.key)
-            if earlier:
-                run.kept = (f"passed in a run at {kept_since(earlier.get('at', 0))} "
-                            "on the same project files, case, GPU, torch, Triton and [verify] settings; not run again "
-                            "(--fresh-checks runs it)")
+            run.key = kept.key(case, run.name)
+            run.kept = kept.passed_before(run.key)
     if not compiled.skipped and not compiled.kept:
         _torch_compile(km, inputs, reference, compiled)
     if not graphed.skipped and not graphed.kept:
@@ -148,26 +146,49 @@ def import_torch_compile_in_background() -> threading.Thread:
 
 
 def torch_compile_to_run(km: KernelModule, cases: list[Case], config: VerifyConfig, interpret: bool,
-                         anchors: set[int], live: bool, kept: Mapping[str, dict]) -> bool:
+                         anchors: set[int], live: bool, kept: KeptFindings) -> bool:
     """Whether the torch.compile check will run on any of `cases` (compat_runs' rules: on, on a GPU, not a training
     kernel, not live, an anchor, its pass not kept)."""
     if config.torch_compile == "off" or interpret or km.gradients or live:
         return False
-    return any(finding_key(km, case, config, "torch_compile") not in kept for case in cases if case.index in anchors)
+    return any(not kept.passed_before(kept.key(case, "torch_compile")) for case in cases if case.index in anchors)
 
 
-def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str) -> str:
+class KeptFindings:
+    """The compatibility checks that passed in earlier runs (project/kept.py: finding_key -> {"check", "at"}), and
+    this run's keys: the project's files are hashed once per run, not once per case and check."""
+
+    def __init__(self, km: KernelModule, config: VerifyConfig, passed: Mapping[str, dict] | None):
+        self.km, self.config, self.passed = km, config, dict(passed or {})
+        self._sources: str | None = None
+
+    def key(self, case: Case, check: str) -> str:
+        if self._sources is None:
+            self._sources = project_digest(str(self.km.path.parent))
+        return finding_key(self.km, case, self.config, check, self._sources)
+
+    def passed_before(self, key: str) -> str:
+        """What the record says of a pass kept under `key` ("" when there is none)."""
+        earlier = self.passed.get(key)
+        if not earlier:
+            return ""
+        return (f"passed in a run at {kept_since(earlier.get('at', 0))} on the same project files, case, GPU, torch, "
+                "Triton and [verify] settings; not run again (--fresh-checks runs it)")
+
+
+def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str, sources: str | None = None) -> str:
     """What a compatibility check's finding depends on: every Python file of the project (kernel.py and what it
-    imports from its folder), the case, the GPU, torch, Triton, the checks' own code (this module and the judge)
-    and the [verify] settings."""
+    imports from its folder: `sources`, project_digest's, when the caller has it), the case, the GPU, torch, Triton,
+    the checks' own code (this module and the judge) and the [verify] settings."""
     import triton
 
-    parts = [check, project_digest(str(km.path.parent)), repr(sorted(case.params.items())),
-             torch.cuda.get_device_name() if torch.cuda.is_available() else "", torch.__version__,
-             triton.__version__, checks_digest(), repr(dataclasses.asdict(config))]
+    parts = [check, sources if sources is not None else project_digest(str(km.path.parent)),
+             repr(sorted(case.params.items())), torch.cuda.get_device_name() if torch.cuda.is_available() else "",
+             torch.__version__, triton.__version__, checks_digest(), repr(dataclasses.asdict(config))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
+@functools.cache
 def checks_digest() -> str:
     """A hash of the code that runs and judges the checks: a workbench that checks differently keeps nothing."""
     here = Path(__file__).parent
