@@ -108,3 +108,14 @@ def test_a_wrong_forward_fails_in_the_forward_verdict_and_headless_runs_judge_on
     assert forward and any(r.status == "failed" for r in forward) and outcome.verdict.status == "failed"
     code, rec = verify_json(cli, path, "--case", "1")  # headless: the whole battery alone, one result a case
     assert code == 1 and [c["phase"] for c in rec["cases"] if not c["config"]] == [""]
+
+
+@pytest.mark.parametrize("name", ["RMSNORM_TRAIN", "CROSS_ENTROPY"])
+def test_correct_training_kernels_written_as_libraries_write_them_pass_forward_first_in_the_live_loop(make_project,
+                                                                                                   name):
+    events, outcome = live_events(make_project(getattr(train, name), name=name.lower(),
+                                               toml=NO_LAYOUTS + "generated_cases = false\n"))
+    results = case_results(events)
+    forward = [r for r in results if r.phase == "forward"]
+    assert forward and all(r.status == "passed" for r in forward), [(r.label, r.messages) for r in forward]
+    assert outcome.verdict.status == "passed", [(r.label, r.messages) for r in results if r.status != "passed"]
