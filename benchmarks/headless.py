@@ -155,12 +155,47 @@ def report(runs: list[dict]) -> None:
         print(f"  {run['name']}: wall {run['wall_s']:.2f} s, exit {run['exit']}; {parts}")
 
 
+CHECKS_OFF = {"torch_compile": 'torch_compile = "off"', "cuda_graph": 'cuda_graph = "off"',
+              "noncontiguous": 'noncontiguous = "off"', "storage_offset": 'storage_offset = "off"',
+              "guard_regions": "guard_regions = false"}
+
+
+def one(work: Path, name: str, out: Path, summary: dict) -> None:
+    """One scaffold taken apart: cold, kept, then each check off in turn and all of them off; where its time goes."""
+    project = scaffold(work, name)
+    variants: list[tuple[str, Path, list[str]]] = [(f"{name}-cold", project, ["--fresh-checks"]), (f"{name}-kept", project, [])]
+    for off in [*CHECKS_OFF, "all"]:
+        copy = work / f"{name}_{off}_off"
+        shutil.copytree(project, copy)
+        toml = copy / "workbench.toml"
+        text = toml.read_text()
+        for key, line in CHECKS_OFF.items():
+            if off in (key, "all"):
+                text = text.replace(f"[verify]\n", f"[verify]\n{line}\n", 1)
+        toml.write_text(text)
+        variants.append((f"{name}-{off}-off", copy, ["--fresh-checks"]))
+    summary["one"] = {}
+    for label, path, extra in variants:
+        run = timed(["verify", str(path), "--json", *extra], out, label)
+        results = [e for e in run["events"] if e["type"] == "case_result"]
+        tuned = [e for e in results if e.get("config")]
+        main_ = [e for e in results if not e.get("config") and not e.get("phase")]
+        row = {"wall_s": round(run["wall_s"], 2), "exit": run["exit"], "results": len(results),
+               "forced-config results": len(tuned),
+               "cases' own time (sum of duration_s)": round(sum(e.get("duration_s") or 0 for e in main_), 2),
+               "forced configs' time (sum)": round(sum(e.get("duration_s") or 0 for e in tuned), 2),
+               **{k: round(v, 2) for k, v in breakdown(run).items() if v is not None}}
+        summary["one"][label] = row
+        print(f"{label}: " + ", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--driver":
         return driver(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", choices=["small", "all", "bench"], action="append")
+    parser.add_argument("--only", choices=["small", "all", "bench", "one"], action="append")
+    parser.add_argument("--project", default="add", help="the scaffold --only one takes apart (default add)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--all-limit", type=float, default=None, help="cut the 12-project run after this many s")
     args = parser.parse_args()
@@ -199,6 +234,8 @@ def main() -> int:
                   f"[{min(kept):.2f}-{max(kept):.2f}] ({statistics.median(kept) / plain_median:.2f}x); "
                   f"torch_compile off {runs[-1]['wall_s']:.2f} s")
             report(runs)
+        if "one" in parts:
+            one(work, args.project, args.out, summary)
         if "all" in parts:
             many = work / "all"
             many.mkdir()

@@ -13,6 +13,9 @@ Both give a failed config as an infinite time without the reason; wrapping the
 tuner's `_bench` and `do_bench` while recording catches the exception that made it
 infinite, so a config is reported as "out of resources" or "failed to compile".
 Runs in the worker; needs triton, not a GPU.
+
+While verifying, the tuners time with a few runs instead: verification judges every config
+forced in turn, so the tuner's pick there only has to be one of them (verify/quick_tuning.py).
 """
 
 from __future__ import annotations
@@ -231,3 +234,4 @@ def _autotuning_knobs() -> Any:
         return None
     autotuning = getattr(knobs, "autotuning", None)
     return autotuning if autotuning is not None and hasattr(autotuning, "listener") else None
+

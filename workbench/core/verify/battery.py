@@ -42,6 +42,7 @@ from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
 from .launches import LaunchCounter
+from .quick_tuning import verification_timer
 from .layouts import layout_runs
 from .tensors import (
     Outputs,
@@ -90,14 +91,6 @@ class Verifier:
             tuner = self.autotuners.get(name)
             if tuner is not None and 0 <= index < len(tuner.configs):
                 tuner.configs = [tuner.configs[index]]
-        if interpret:
-            self._quiet_autotuners_for_interpreter()
-
-    def _quiet_autotuners_for_interpreter(self) -> None:
-        # The interpreter has no timer: every config "takes" the same time, so
-        # the tuner keeps its first config. Each config is still verified below.
-        for tuner in self.autotuners.values():
-            tuner.__dict__["do_bench"] = lambda kernel_call, quantiles=None: [0.0, 0.0, 0.0]
 
     # -- running user code ------------------------------------------------------------
 
@@ -504,17 +497,19 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
     if torch_compile_to_run(km, cases, config, interpret, verifier.anchors, live, verifier.kept_findings):
         import_torch_compile_in_background()  # Dynamo and Inductor load while the kernels compile
-    if forward_first is not None:
-        ready = []  # the cases in the order their kernels became ready: the whole battery keeps it
+    with verification_timer(verifier.autotuners, interpret):  # every config is verified: the pick needs no bench
+        if forward_first is not None:
+            ready = []  # the cases in the order their kernels became ready: the whole battery keeps it
+            for n, case in enumerate(cases if order is None else order, 1):
+                emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases),
+                                  case_index=case.index, phase="forward"))
+                verifier.forward_case(case, forward_first)
+                ready.append(case)
+            order = ready
         for n, case in enumerate(cases if order is None else order, 1):
             emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases),
-                              case_index=case.index, phase="forward"))
-            verifier.forward_case(case, forward_first)
-            ready.append(case)
-        order = ready
-    for n, case in enumerate(cases if order is None else order, 1):
-        emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases), case_index=case.index))
-        verifier.verify_case(case)  # the judge reports each verdict
+                              case_index=case.index))
+            verifier.verify_case(case)  # the judge reports each verdict
 
 
 def verify_stage(context: JobContext) -> None:

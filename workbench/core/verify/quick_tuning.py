@@ -1,0 +1,65 @@
+"""The autotuners' timer while verifying: a few runs per config, not Triton's ~0.1 s of them.
+
+Verification judges every config of an autotuned kernel forced in turn (battery.Verifier._verify_each_config),
+so the tuner's own pick there only has to be one of its configs, chosen by a short measurement. Triton's own
+timer (do_bench: 25 ms of warm-up and 100 ms of runs per config) spent ~0.6 s per case and key on a 5-config
+elementwise kernel: most of a `workbench verify` of one. The benchmark tunes with Triton's timer
+(timing/autotune.py records it); nothing tuned here is kept for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from typing import Any, Callable, Iterator
+
+# Runs of each config per tuning while verifying, after one untimed run: enough that a kernel that changes its
+# inputs is run on its own output again (the failure restore_value prevents), few enough to cost microseconds.
+VERIFY_TIMED_RUNS = 3
+
+
+def _few_runs(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+    import torch
+
+    kernel_call()  # untimed: the first run may compile or load the config
+    times = []
+    for _ in range(VERIFY_TIMED_RUNS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel_call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    median = statistics.median(times)
+    return median if quantiles is None else [median, min(times), max(times)][:len(quantiles)]
+
+
+def _no_timer(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+    # The interpreter has no timer: every config "takes" the same time, so the tuner keeps its first config
+    # without running any (each is verified on its own after the tuner's pick).
+    return 0.0 if quantiles is None else [0.0] * len(quantiles)
+
+
+@contextlib.contextmanager
+def verification_timer(autotuners: dict[str, Any], interpret: bool) -> Iterator[None]:
+    """While verifying: each tuner times its configs with a few runs (none timed under the interpreter), and
+    reads and writes no tunings on disk (a quick pick must not become the benchmark's). Put back on exit: the
+    benchmark in the same worker tunes with Triton's own timer."""
+    saved = []
+    for tuner in autotuners.values():
+        saved.append((tuner, "do_bench" in tuner.__dict__, tuner.__dict__.get("do_bench"),
+                      getattr(tuner, "cache_results", None)))
+        tuner.__dict__["do_bench"] = _no_timer if interpret else _few_runs
+        if hasattr(tuner, "cache_results"):
+            tuner.cache_results = False
+    try:
+        yield
+    finally:
+        for tuner, had, do_bench, cache_results in saved:
+            if had:
+                tuner.__dict__["do_bench"] = do_bench
+            else:
+                tuner.__dict__.pop("do_bench", None)
+            if cache_results is not None:
+                tuner.cache_results = cache_results
+            tuner.cache.clear()  # the picks made on a quick measurement go with it
