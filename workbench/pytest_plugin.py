@@ -7,6 +7,10 @@ kernel) and yields one item per verdict, named as in the JUnit report ("case 2: 
 autotune config in brackets), with the same messages. Problems that stop a project (a syntax
 error, get_inputs raising, a bad workbench.toml) are items of their own.
 
+The projects run as `workbench verify` of several runs them (run/project_lanes.py): when the first is
+collected, every kernel.py under the paths pytest was given is found and started, several per GPU at once,
+and each project's collector waits for its own verdict.
+
 Exit status: pytest's own, never the workbench's codes, which mean other things to pytest (2 is
 "interrupted", 3 "internal error"). Whatever `workbench verify` would not exit 0 for is a failed item,
 so pytest exits 1: a case that fails, a project that cannot be used ("NOT USABLE: ... workbench
@@ -21,7 +25,10 @@ verdict is not VERIFIED though none of its items failed (every case skipped) get
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,25 +52,74 @@ def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Coll
     return None
 
 
-def _runner(config: pytest.Config) -> Any:
-    runner = getattr(config, "_workbench_runner", None)
-    if runner is None:
-        from .core.run.factory import make_runner
+def kernel_files(config: pytest.Config) -> list[Path]:
+    """Every kernel.py under the paths pytest was given (its working directory when none), skipping the folders
+    pytest does not recurse into (norecursedirs): the projects pytest is about to collect."""
+    skip = list(config.getini("norecursedirs")) + ["__pycache__"]
+    found: list[Path] = []
+    for arg in config.args or [str(config.invocation_params.dir)]:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path.is_file():
+            if path.name == "kernel.py":
+                found.append(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skip))
+            if "kernel.py" in files:
+                found.append(Path(root) / "kernel.py")
+    return list(dict.fromkeys(found))
 
-        runner = make_runner(interpret=config.getoption("workbench_interpret"), keep_warm=True)
-        config._workbench_runner = runner  # type: ignore[attr-defined]
-    return runner
+
+class Projects:
+    """The projects' runs, started together on lanes of runners (several per GPU: verification times nothing)."""
+
+    def __init__(self, config: pytest.Config):
+        from .core.project.folder import Project
+        from .core.run.factory import lanes, verify_lanes_per_gpu
+        from .core.run.gpus import select_gpus
+        from .core.run.project_lanes import ProjectLanes
+        from .core.run.session import run_project
+
+        interpret = config.getoption("workbench_interpret")
+        files = kernel_files(config)
+        runners = lanes(max(1, len(files)), [] if interpret else select_gpus("all"), interpret=interpret,
+                        keep_warm=True, per_gpu=verify_lanes_per_gpu())
+        self.lanes = ProjectLanes(runners, lambda project, runner: run_project(project, runner, ["verify"]))
+        self.open = Project.open
+        self.futures = {}
+        for path in files:
+            self.start(path)
+
+    def start(self, kernel: Path) -> Any:
+        try:
+            project = self.open(kernel.parent)
+        except Exception:  # noqa: BLE001 - said when the collector opens it itself
+            return None
+        future = self.futures[kernel] = self.lanes.submit(project)
+        return future
+
+    def outcome(self, kernel: Path) -> Any:
+        future = self.futures.get(kernel) or self.start(kernel)
+        if future is None:
+            raise pytest.UsageError(f"{kernel}: not a workbench project")
+        return self.lanes.result(future)
+
+
+def _projects(config: pytest.Config) -> Projects:
+    projects = getattr(config, "_workbench_projects", None)
+    if projects is None:
+        projects = config._workbench_projects = Projects(config)  # type: ignore[attr-defined]
+    return projects
 
 
 class ProjectFile(pytest.File):
     def collect(self):  # type: ignore[override]
         from .core.events import Problem
         from .core.project.folder import Project
-        from .core.run.session import run_project
         from .reports import case_name
 
-        project = Project.open(self.path.parent)
-        outcome = run_project(project, _runner(self.config), ["verify"])
+        Project.open(self.path.parent)  # a project that cannot be opened is said here, as pytest collects it
+        outcome = _projects(self.config).outcome(Path(self.path).resolve())
         verdict = outcome.verdict
         # The workbench's reason, said in every failed item: "NOT USABLE (workbench verify exits 2)".
         reason = f"{verdict.label} (workbench verify exits {verdict.exit_code})"
@@ -137,6 +193,6 @@ class ProblemItem(pytest.Item):
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # The exit status stays pytest's (module docstring): every verdict that is not 0 is a failed item already.
-    runner = getattr(session.config, "_workbench_runner", None)
-    if runner is not None:
-        runner.close()
+    projects = getattr(session.config, "_workbench_projects", None)
+    if projects is not None:
+        projects.lanes.close()

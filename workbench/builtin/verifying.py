@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
 from ..core.run.factory import lanes, verify_lanes_per_gpu
 from ..core.run.gpus import GpuSelectionError, select_gpus
+from ..core.run.project_lanes import ProjectLanes
 from ..core.run.session import RunOutcome, run_project
 from ..core.verdict import worst_exit
 from ..reports import format_outcome, junit_tree, projects_summary
@@ -94,71 +94,49 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
 
 
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
-    """Run every project, spread over the runners' lanes; reports print in the projects' order."""
+    """Run every project, spread over the runners' lanes (run/project_lanes.py); reports print in the projects'
+    order, each as soon as it and those before it are done."""
     projects = resolve_projects(args.projects)
     runners = make_runners(args, context, len(projects), stages=stages)
     progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(runners) == 1)
     outcomes: list[RunOutcome | None] = [None] * len(projects)
-    todo: queue.Queue[int] = queue.Queue()
-    for index in range(len(projects)):
-        todo.put(index)
     lock = threading.RLock()  # hooks and printing, one lane at a time
     printed = 0
-    failures: list[BaseException] = []
 
     def finish(index: int, outcome: RunOutcome) -> None:
         nonlocal printed
-        progress.clear()
-        context.pm.hook.workbench_finish_run(project=outcome.project, finished=outcome.finished,
-                                             events=outcome.events)
-        outcomes[index] = outcome
-        while printed < len(projects) and outcomes[printed] is not None:
-            if not args.json:
-                print(format_outcome(outcomes[printed], verbose=args.verbose), flush=True)
-                print()
-            printed += 1
+        with lock:
+            progress.clear()
+            context.pm.hook.workbench_finish_run(project=outcome.project, finished=outcome.finished,
+                                                 events=outcome.events)
+            outcomes[index] = outcome
+            while printed < len(projects) and outcomes[printed] is not None:
+                if not args.json:
+                    print(format_outcome(outcomes[printed], verbose=args.verbose), flush=True)
+                    print()
+                printed += 1
 
-    def lane(runner: Any) -> None:
-        while not failures:
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
-                return
-            project = projects[index]
+    def run_one(index: int, runner: Any) -> RunOutcome:
+        project = projects[index]
 
-            def on_event(event: Event, project: Project = project) -> None:
-                with lock:
-                    progress(event)
-                    context.pm.hook.workbench_observe_event(event=event, project=project)
-
-            outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout,
-                                  fresh_baselines=getattr(args, "fresh_baselines", False),
-                                  fresh_checks=getattr(args, "fresh_checks", False),
-                                  bench_mode=getattr(args, "mode", None) or "")
+        def on_event(event: Event) -> None:
             with lock:
-                finish(index, outcome)
+                progress(event)
+                context.pm.hook.workbench_observe_event(event=event, project=project)
 
-    def guarded(runner: Any) -> None:
-        try:
-            lane(runner)
-        except BaseException as exc:  # noqa: BLE001 - raised again in the command's thread
-            failures.append(exc)
+        outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout,
+                              fresh_baselines=getattr(args, "fresh_baselines", False),
+                              fresh_checks=getattr(args, "fresh_checks", False),
+                              bench_mode=getattr(args, "mode", None) or "")
+        finish(index, outcome)
+        return outcome
 
+    shared = ProjectLanes(runners, run_one)
     try:
-        if len(runners) == 1:
-            lane(runners[0])
-        else:
-            threads = [threading.Thread(target=guarded, args=(r,), daemon=True) for r in runners]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.2)  # short waits: Ctrl-C reaches this thread
-            if failures:
-                raise failures[0]
+        for future in [shared.submit(index) for index in range(len(projects))]:
+            shared.result(future)
     finally:
-        for runner in runners:
-            runner.close()
+        shared.close()
     return [o for o in outcomes if o is not None]
 
 

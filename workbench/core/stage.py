@@ -32,6 +32,9 @@ BENCH_STAGES = ("require_gpu", "verify", "bench")
 # COMPILE_MODE. An interpreting process cannot do it: Triton's own @jit helpers (tl.sum ...) are interpreted there.
 COMPILE_TARGET_ENV = "WORKBENCH_COMPILE_TARGET"
 COMPILE_MODE = "compile only"
+# The StageChanged before one case's launcher runs to record what it compiles (run/child/compile_pool.py, `ahead`):
+# user code, outside the case's own run; a hang or a crash there is that case's, and verification resumes after it.
+RECORDING = "recording"
 
 CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                       "illegal instruction", "device-side assert", "CUDA error: an illegal")

@@ -30,6 +30,7 @@ from ..core.events import (
 from ..core.live.changes import CaseKey, CaseTiming, timings_of
 from ..core.live.loop import RunRequest
 from ..core.live.watch import Save
+from ..core.stage import RECORDING
 from ..core.verdict import (
     ENVIRONMENT_KINDS,
     GPU_ONLY_KIND,
@@ -305,8 +306,8 @@ class RunState:
             return "bench"
         if self.ready is None:
             return "cache"
-        if self.stage is None or self.stage.stage == "importing":
-            return "compile"
+        if self.stage is None or self.stage.stage in ("importing", RECORDING):
+            return "compile"  # kernel.py imported, then each case's launcher run to see what it compiles
         if self.stage.stage == "verifying" and self.stage.current <= 1 and not self._any_result():
             return "compile"  # the first case's first call compiles the kernel
         return "verify"

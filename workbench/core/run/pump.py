@@ -12,12 +12,12 @@ import time
 from dataclasses import replace
 
 from ..events import CaseResult, LogLine, Problem, Requeued, RunStarted, StageChanged
-from ..stage import Job, shard_of
+from ..stage import RECORDING, Job, shard_of
 from .contracts import OnEvent, WorkerHandle
 from .protocol import JOB_DONE
 from .workers import describe_exit
 
-VERIFY_PHASE = ("importing", "verifying")  # a worker's stages before its verification cases are all done
+VERIFY_PHASE = ("importing", RECORDING, "verifying")  # a worker's stages before its verification cases are all done
 WHILE = {"": "during start-up", "importing": "while importing kernel.py"}
 
 
@@ -130,7 +130,7 @@ def resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | N
         relay(CaseResult(case_index=current, label=label or f"case {current}", status="error",
                          messages=[message]))
         done.add(current)
-    if stage != "verifying":
+    if stage not in ("verifying", RECORDING):
         return None
     return verification_of(job, [i for i in planned if i not in done])
 

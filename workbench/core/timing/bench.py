@@ -414,8 +414,8 @@ class CaseBencher:
         phases.done("recheck after timing")
         if result.recheck == "passed":
             withhold(result, launch_refusal(launched, calls, result.checked_launches))
-        self._time_baselines(result, case, inputs, originals)
-        phases.done("baselines")
+        self._time_baselines(result, case, inputs, originals, phases)
+        phases.done("baselines: the rest")
         self._derive(result)
         if result.kernel is not None:
             for why in implausible_rates(result.gbps, self.facts.copy_gbps, result.bytes_source, result.tflops,
@@ -485,7 +485,7 @@ class CaseBencher:
         result.kernel = None
 
     def _time_baselines(self, result: BenchResult, case: Case, inputs: list[Any],
-                        originals: list[Any] | None) -> None:
+                        originals: list[Any] | None, phases: Phases) -> None:
         if originals is not None:
             restore_inputs(inputs, originals)
         result.reference_key = reference_key(self.project_km, case, self.config, self.facts.name, result.mode)
@@ -498,6 +498,7 @@ class CaseBencher:
             result.reference_reused = result.reference is not None
             if result.reference is None:
                 self._time_reference(result, inputs)
+        phases.done("baselines: reference_fn timed")
         if not self.config.compare_torch_compile:
             result.compiled_note = ("not measured in the live loop ([bench] live_compare_torch_compile; "
                                     "`workbench bench` measures it)" if self.live else
@@ -513,6 +514,7 @@ class CaseBencher:
         training = self.mode is not None and self.mode.indices
         compiled, note = compile_reference(self.project_km.reference_fn, inputs,
                                            (lambda fn: self.mode.wrap(fn, False)) if training else None)
+        phases.done("baselines: torch.compile(reference_fn) compiled")
         if compiled is None:
             result.compiled_note = note
             return
@@ -528,6 +530,7 @@ class CaseBencher:
         if result.compiled is not None:
             result.compiled.peak_memory_bytes = peak_memory(lambda: compiled(*inputs))
         result.notes += timed.notes
+        phases.done("baselines: torch.compile(reference_fn) timed")
 
     def _kept(self, result: BenchResult, key: str, what: str, also: str) -> Timing | None:
         """A baseline's time kept from an earlier run (project/kept.py), noted as such; None when there is none."""

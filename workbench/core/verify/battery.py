@@ -31,7 +31,7 @@ from ..project.contract import (
     root_cause,
     select_cases,
 )
-from ..stage import ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
+from ..stage import RECORDING, ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training
@@ -526,7 +526,8 @@ def verify_stage(context: JobContext) -> None:
     order = None
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
         later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
-        order = context.compiles.ahead(context.km, cases, later)
+        order = context.compiles.ahead(context.km, cases, later, lambda case: context.emit(
+            StageChanged(stage=RECORDING, detail=case.label, case_index=case.index)))
     verify = context.config.verify
     km = for_training(context.km, verify.backward, verify.require_triton)  # a training kernel: with its gradients
     live_training = context.job.live and km is not context.km

@@ -217,17 +217,21 @@ class CompilePool:
             item, _ = pending.pop(n)
             yield item
 
-    def ahead(self, km: Any, cases: list[Any], later: list[Any]) -> Iterator[Any]:
+    def ahead(self, km: Any, cases: list[Any], later: list[Any],
+              announce: Callable[[Any], None] = lambda case: None) -> Iterator[Any]:
         """Record what `cases` (then `later`, a benchmark's) compile, hand it all out, and return `cases`
-        in the order they become ready to run."""
+        in the order they become ready to run. `announce(case)` before each case's launcher runs: a hang or a
+        crash in it is that case's (protocol.RECORDING)."""
         import torch
 
         started = time.perf_counter()
         specs = []
         for case in cases:
+            announce(case)
             specs.append(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
             self.submit(specs[-1])
         for case in later:
+            announce(case)
             self.submit(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
         torch.cuda.empty_cache()  # the recorded cases' inputs (a benchmark's can be large): once, not per case
         self.recorded_s = time.perf_counter() - started
