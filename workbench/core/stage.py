@@ -35,6 +35,11 @@ COMPILE_MODE = "compile only"
 # The StageChanged before one case's launcher runs to record what it compiles (run/child/compile_pool.py, `ahead`):
 # user code, outside the case's own run; a hang or a crash there is that case's, and verification resumes after it.
 RECORDING = "recording"
+# The StageChanged before a case's torch.compile check (verify/compat.py): Dynamo and Inductor's cold start and
+# compile are the check's, not the kernel's, so the case's time-out ([verify] timeout_s) gives way to this
+# allowance until the case's next event.
+CHECKING = "checking"
+CHECK_TIMEOUT_S = 300.0
 
 CUDA_FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                       "illegal instruction", "device-side assert", "CUDA error: an illegal")

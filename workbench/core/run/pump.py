@@ -12,12 +12,13 @@ import time
 from dataclasses import replace
 
 from ..events import CaseResult, LogLine, Problem, Requeued, RunStarted, StageChanged
-from ..stage import RECORDING, Job, shard_of
+from ..stage import CHECK_TIMEOUT_S, CHECKING, RECORDING, Job, shard_of
 from .contracts import OnEvent, WorkerHandle
 from .protocol import JOB_DONE
 from .workers import describe_exit
 
-VERIFY_PHASE = ("importing", RECORDING, "verifying")  # a worker's stages before its verification cases are all done
+VERIFY_PHASE = ("importing", RECORDING, "verifying", CHECKING)
+RESUMABLE = (RECORDING, "verifying", CHECKING)  # a worker lost in these: verification goes on with the other cases  # a worker's stages before its verification cases are all done
 WHILE = {"": "during start-up", "importing": "while importing kernel.py"}
 
 
@@ -32,6 +33,8 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
     current: int | None = None
     current_label = ""
     stage = ""
+    check = ""  # the compatibility check running within the current case (stage CHECKING), until its next event
+    allowed = limit  # the quiet spell allowed since the last event: the case's, or a check's (CHECK_TIMEOUT_S)
     crash_reported: Problem | None = None
     job_done = False  # the job's last event (JOB_DONE) came: an exit after it is the worker's end, not a crash
     last_words: list[str] = []  # the worker's last stderr lines: why it died, often
@@ -47,7 +50,8 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
                 return None
             worker.kill()
             what = f"case {current}" if current is not None else (stage or "start-up")
-            message = f"timed out after {limit:.0f} s in {what} (a hang?); the worker was killed"
+            what += f", {check}" if check else ""
+            message = f"timed out after {allowed:.0f} s in {what} (a hang?); the worker was killed"
             relay(Problem(kind="timeout", message=message, case_index=current, file=job.kernel_path))
             return resume_after(job, planned, done, (current, current_label), stage, relay, message)
         if kind == "eof":
@@ -76,8 +80,11 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
                 relay(Problem(kind="crash", message=message, case_index=current, file=job.kernel_path))
             return resume_after(job, planned, done, (current, current_label), stage, relay, message)
         event = payload
+        checking = isinstance(event, StageChanged) and event.stage == CHECKING
+        check = event.detail if checking else ""
         if limit:
-            deadline = time.monotonic() + limit
+            allowed = max(limit, CHECK_TIMEOUT_S) if checking else limit
+            deadline = time.monotonic() + allowed
         if isinstance(event, RunStarted):
             planned = shard_of(event.planned, job.shard)
         elif isinstance(event, StageChanged) and event.stage == JOB_DONE:
@@ -89,6 +96,8 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
                     relay(line)
                 return None
             continue  # a poisoned context, or a launcher still at work: the exit says the rest
+        elif checking:
+            stage = CHECKING  # within the current case: its index and label stay
         elif isinstance(event, StageChanged):
             stage, current, current_label = event.stage, event.case_index, event.detail
         elif isinstance(event, CaseResult) and not event.config and event.phase != "forward":
@@ -130,7 +139,7 @@ def resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | N
         relay(CaseResult(case_index=current, label=label or f"case {current}", status="error",
                          messages=[message]))
         done.add(current)
-    if stage not in ("verifying", RECORDING):
+    if stage not in RESUMABLE:
         return None
     return verification_of(job, [i for i in planned if i not in done])
 

@@ -31,7 +31,7 @@ from ..project.contract import (
     root_cause,
     select_cases,
 )
-from ..stage import RECORDING, ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
+from ..stage import CHECKING, RECORDING, ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training
@@ -403,7 +403,9 @@ class Verifier:
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
                             data.reference if fresh is None else fresh_ref,
                             data.native if fresh is None else fresh_native, self.config, self.interpret,
-                            self.anchors, live=self.live, kept=self.kept_findings)
+                            self.anchors, live=self.live, kept=self.kept_findings,
+                            announce=lambda check: self.emit(StageChanged(stage=CHECKING, detail=check,
+                                                                          case_index=case.index)))
         runs += layout_runs(lambda args: self._call_kernel(args, "nan", case, "layout"), self.km.reference_fn,
                             originals, data.reference, data.native, self.config,
                             skip=once_per_dtype(case, self.layout_anchors), live=self.live)
