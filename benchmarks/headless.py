@@ -56,7 +56,7 @@ def driver(argv: list[str]) -> int:
     def timed_run_project(project, runner, stages, on_event=None, **kwargs):
         def on(event):
             entry = {"t": time.perf_counter() - started, "type": event.type, "project": project.name}
-            for key in ("case_index", "phase", "config", "stage", "duration_s", "phases"):
+            for key in ("case_index", "phase", "config", "stage", "duration_s", "phases", "warmup_phases"):
                 if hasattr(event, key):
                     entry[key] = getattr(event, key)
             timeline.append(entry)
@@ -113,8 +113,13 @@ def breakdown(run: dict) -> dict:
     for e in events:
         for phase, seconds in (e.get("phases") or {}).items():
             bench_phases[phase] = bench_phases.get(phase, 0.0) + seconds
+    ready = next((e for e in events if e["type"] == "worker_ready"), None)
+    warmup = (ready or {}).get("warmup_phases") or {}
     return {
         "start-up (first worker ready)": first("worker_ready"),
+        **({"  of which before the worker's warm-up (python, the CLI, torch imported in the template, fork)":
+            round(ready["t"] - sum(warmup.values()), 3)} if warmup else {}),
+        **{f"  worker warm-up: {k}": round(v, 3) for k, v in warmup.items()},
         "plan (run started)": first("run_started"),
         "first case": main_results[0] if main_results else None,
         "last case": main_results[-1] if main_results else None,
