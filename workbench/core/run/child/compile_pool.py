@@ -221,7 +221,7 @@ class CompilePool:
               announce: Callable[[Any], None] = lambda case: None) -> Iterator[Any]:
         """Record what `cases` (then `later`, a benchmark's) compile, hand it all out, and return `cases`
         in the order they become ready to run. `announce(case)` before each case's launcher runs: a hang or a
-        crash in it is that case's (protocol.RECORDING)."""
+        crash in it is that case's (stage.RECORDING)."""
         import torch
 
         started = time.perf_counter()
