@@ -88,7 +88,9 @@ from workbench.core.run.child import compile_pool
 from workbench.core.run.protocol import COMPILE_ORDER_ENV, WORKER_MODULE
 from workbench.core.stage import CompilePoolOrder
 
-compile_pool.CONNECT_WAIT_S = float(os.environ.get("CONNECT_WAIT_S", "5"))
+# The compile processes import torch before they connect: on a loaded 2-core machine that can take longer than
+# a run's worker waits for them (CONNECT_WAIT_S, 5 s, then it compiles alone). Here they are what is tested.
+compile_pool.CONNECT_WAIT_S = float(os.environ.get("CONNECT_WAIT_S", "120"))
 driver.set_active(compile_pool.CompileOnlyDriver(GPUTarget("cuda", 90, 32)))
 km = load_kernel(Path(sys.argv[1]), module_name=compile_pool.MODULE_NAME)
 m = km.module
