@@ -17,8 +17,8 @@ from .contracts import OnEvent, WorkerHandle
 from .protocol import JOB_DONE
 from .workers import describe_exit
 
-VERIFY_PHASE = ("importing", RECORDING, "verifying", CHECKING)
-RESUMABLE = (RECORDING, "verifying", CHECKING)  # a worker lost in these: verification goes on with the other cases  # a worker's stages before its verification cases are all done
+RESUMABLE = (RECORDING, "verifying", CHECKING)  # a worker lost in these: verification goes on with the other cases
+VERIFY_PHASE = ("importing", *RESUMABLE)  # a worker's stages before its verification cases are all done
 WHILE = {"": "during start-up", "importing": "while importing kernel.py"}
 
 

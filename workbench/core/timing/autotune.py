@@ -234,4 +234,3 @@ def _autotuning_knobs() -> Any:
         return None
     autotuning = getattr(knobs, "autotuning", None)
     return autotuning if autotuning is not None and hasattr(autotuning, "listener") else None
-

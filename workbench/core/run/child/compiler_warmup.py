@@ -73,4 +73,3 @@ def warm_battery_ops(torch: Any) -> None:
         out.cpu()  # the hand-off to the judge copies every tensor to host memory
         CaseData(case_index=0, label="").sample([out], [expected], limit=16)  # a benchmark case's random draw
     torch.cuda.synchronize()
-
