@@ -74,8 +74,7 @@ class Projects:
     """The projects' runs, started together on lanes of runners (several per GPU: verification times nothing)."""
 
     def __init__(self, config: pytest.Config):
-        from .core.project.folder import Project
-        from .core.run.factory import lanes, verify_lanes_per_gpu
+        from .core.run.factory import lanes, lanes_per_gpu
         from .core.run.gpus import select_gpus
         from .core.run.project_lanes import ProjectLanes
         from .core.run.session import run_project
@@ -83,16 +82,17 @@ class Projects:
         interpret = config.getoption("workbench_interpret")
         files = kernel_files(config)
         runners = lanes(max(1, len(files)), [] if interpret else select_gpus("all"), interpret=interpret,
-                        keep_warm=True, per_gpu=verify_lanes_per_gpu())
+                        keep_warm=True, per_gpu=lanes_per_gpu(["verify"]))
         self.lanes = ProjectLanes(runners, lambda project, runner: run_project(project, runner, ["verify"]))
-        self.open = Project.open
-        self.futures = {}
+        self.futures: dict[Path, Any] = {}
         for path in files:
             self.start(path)
 
     def start(self, kernel: Path) -> Any:
+        from .core.project.folder import Project
+
         try:
-            project = self.open(kernel.parent)
+            project = Project.open(kernel.parent)
         except Exception:  # noqa: BLE001 - said when the collector opens it itself
             return None
         future = self.futures[kernel] = self.lanes.submit(project)

@@ -19,7 +19,7 @@ from ..commands import (
 )
 from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
-from ..core.run.factory import lanes, verify_lanes_per_gpu
+from ..core.run.factory import lanes, lanes_per_gpu
 from ..core.run.gpus import GpuSelectionError, select_gpus
 from ..core.run.project_lanes import ProjectLanes
 from ..core.run.session import RunOutcome, run_project
@@ -78,7 +78,7 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
     With several GPUs and several projects, each lane takes its share of the GPUs and of the
     verification workers and runs one project at a time, so a project's benchmark has its GPU alone.
     Verification alone (`stages` == ["verify"]) times nothing: several lanes share each GPU then
-    (factory.verify_lanes_per_gpu). `keep_warm` (default: with several projects) keeps spare workers started
+    (factory.lanes_per_gpu). `keep_warm` (default: with several projects) keeps spare workers started
     for the next run.
     """
     keep_warm = n_projects > 1 if keep_warm is None else keep_warm
@@ -89,8 +89,7 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
         gpus = [] if args.interpret else select_gpus(getattr(args, "gpus", "all"))
     except GpuSelectionError as exc:
         raise CommandError(str(exc)) from None
-    per_gpu = verify_lanes_per_gpu() if list(stages) == ["verify"] else 1
-    return lanes(n_projects, gpus, interpret=args.interpret, keep_warm=keep_warm, per_gpu=per_gpu)
+    return lanes(n_projects, gpus, interpret=args.interpret, keep_warm=keep_warm, per_gpu=lanes_per_gpu(stages))
 
 
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:

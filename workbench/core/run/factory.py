@@ -49,6 +49,12 @@ def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
             for share in shares]
 
 
+def lanes_per_gpu(stages: Sequence[str]) -> int:
+    """How many of a run's projects share one GPU at once: several when they only verify
+    (verify_lanes_per_gpu), one when anything is timed."""
+    return verify_lanes_per_gpu() if list(stages) == ["verify"] else 1
+
+
 def verify_lanes_per_gpu() -> int:
     """Projects verified at once on one GPU (`workbench verify` of several): WORKBENCH_PROJECTS_PER_GPU, else one
     per 4 cores, at most 4. Each brings its GPU worker, its judge and its compile processes; verification times
