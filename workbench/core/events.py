@@ -119,6 +119,10 @@ class CaseResult(Event):
     # The compatibility checks run on this case (verify/compat.py), each a finding beside the verdict:
     # name -> {"status": "passed" | "failed", "required": bool, "error": the whole error ("" when passed)}
     compat: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Each output compared (the forward's, each gradient), with its error against the error model's budget
+    # (verify/error_model.py): {"output", "dtype", "passed", "max_abs_err", "torch_error", "torch_dtype",
+    # "multiple" (the kernel's error over torch's own; None where torch was exact), "factor", "rtol", "atol"}
+    compared: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseResult":

@@ -13,6 +13,7 @@ from ..core.events import (
     Requeued,
 )
 from ..core.run.session import RunOutcome
+from ..core.verify.error_model import describe_compared
 from ..core.text import (
     MISSING,
     fmt_err,
@@ -85,6 +86,9 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             ok = sum(r.status == "passed" for r in forced)
             configs = len({r.config for r in forced})
             lines.append(f"  autotune: {configs} configs forced in turn on every case: {ok} of {len(forced)} passed")
+        compared = describe_compared([e for r in rows if not r.config for e in r.compared])
+        if compared:
+            lines.append(f"  {compared}")
     for r in rows:
         if r.warnings and not r.config:  # the case proves little: said in the verdict, not only in JSON
             lines += [f"  WARNING, case {r.case_index} ({r.label}): {w}" for w in r.warnings]

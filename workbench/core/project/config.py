@@ -27,6 +27,8 @@ overrides what it names:
                                  # fails the verdict ("check": reported only; "off": not run)
     backward = false             # true: a training kernel (as when get_inputs marks requires_grad): every
                                  # floating-point input's gradient verified with the forward (verify/gradients.py)
+    error_factor = 2.0           # an output may be off by this many times torch's own error in the inputs'
+                                 # dtype, never held below the dtype's tolerance (verify/error_model.py)
 
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"
@@ -149,6 +151,8 @@ class VerifyConfig:
     noncontiguous: str = "check"  # verify/layouts.py
     storage_offset: str = "require"
     backward: bool = False  # a training kernel whatever get_inputs marks: every float input's gradient verified
+    # how many times torch's own error in the inputs' dtype a kernel's may be (verify/error_model.py)
+    error_factor: float = 2.0
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def required_but_not_live(self) -> list[str]:
@@ -273,6 +277,8 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
             raise ConfigError(path, f"{name}.{key}", f"expected {expected.__name__}, got {type(value).__name__} {value!r}")
         if expected in (int, float):
             _check_number(value, key, name, path)
+        if cls is VerifyConfig and key == "error_factor" and value < 1:
+            raise ConfigError(path, f"{name}.{key}", f"must be at least 1 (torch's own error passes), not {value!r}")
         kwargs[key] = value
     return replace(template, **kwargs)
 

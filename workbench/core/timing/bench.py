@@ -56,6 +56,7 @@ from ..verify.tensors import (
     Outputs,
     clone_inputs,
     flatten_outputs,
+    in_order_of,
     input_elements,
     restore_inputs,
     synchronize,
@@ -235,8 +236,10 @@ class BenchChecker(Verifier):
     def _sampled(self, case: Case, out: Outputs, ref: Reference, notes: list[str],
                  messages: list[str] | None = None, phase: str = "") -> CaseData:
         start = time.perf_counter()
+        out = in_order_of(out, ref.outputs.names)  # the sample pairs outputs by position
         data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
-                        notes=([ref.note] if ref.note else []) + notes, phase=phase)
+                        notes=([ref.note] if ref.note else []) + notes, phase=phase,
+                        reference_names=ref.outputs.names)
         try:
             data.sample(out.tensors, ref.outputs.tensors, native=native_of(ref))
         except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
@@ -250,11 +253,12 @@ class BenchChecker(Verifier):
         """The whole outputs compared in this process: a recheck, reported only through `check`."""
         try:
             return judge_outputs(self.config, case.index, case.label, out.tensors, out.names, ref.outputs.tensors,
-                                 native_of(ref))
+                                 native_of(ref), ref.outputs.names)
         except torch.cuda.OutOfMemoryError:  # float64 comparison temporaries: compare on the host instead
             torch.cuda.empty_cache()
             return judge_outputs(self.config, case.index, case.label, on_cpu(out).tensors, out.names,
-                                 on_cpu(ref.outputs).tensors, native_of(ref) and on_cpu(ref.native).tensors)
+                                 on_cpu(ref.outputs).tensors, native_of(ref) and on_cpu(ref.native).tensors,
+                                 ref.outputs.names)
 
     def error(self, case: Case, exc: BaseException, when: str, phase: str = "") -> CaseResult:
         data = self._error_data(CaseData(case_index=case.index, label=case.label, phase=phase), case, exc,

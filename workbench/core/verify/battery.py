@@ -236,6 +236,7 @@ class Verifier:
         if reference.note:
             data.notes.append(reference.note)
         data.reference, data.before = reference.outputs.tensors, tensors_only(originals)
+        data.reference_names = reference.outputs.names
         native, reference_aliases = self._native_reference(inputs)
         data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
         data.native = [] if native is None else native.tensors
@@ -303,6 +304,7 @@ class Verifier:
                 return []  # a generated shape the reference refuses: the whole battery drops it
             data.notes += [reference.note] if reference.note else []
             data.reference, data.before = reference.outputs.tensors, tensors_only(clone_inputs(inputs))
+            data.reference_names = reference.outputs.names
             native, _ = self._native_reference(inputs)
             data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
             data.native = [] if native is None else native.tensors
@@ -409,6 +411,8 @@ class Verifier:
         runs += layout_runs(lambda args: self._call_kernel(args, "nan", case, "layout"), self.km.reference_fn,
                             originals, data.reference, data.native, self.config,
                             skip=once_per_dtype(case, self.layout_anchors), live=self.live)
+        for run in runs:  # every run's reference is reference_fn's, with its output names
+            run.reference_names = data.reference_names
         return runs
 
     def _error_data(self, data: CaseData, case: Case, exc: BaseException, start: float, when: str = "",
@@ -444,7 +448,7 @@ class Verifier:
                     restore_inputs(inputs, originals)
                     start = time.perf_counter()
                     data = CaseData(case_index=case.index, label=case.label, config=label,
-                                    reference=ref.tensors, native=tuned.native,
+                                    reference=ref.tensors, reference_names=ref.names, native=tuned.native,
                                     expected_dtypes=tuned.expected_dtypes, before=tensors_only(originals))
                     LaunchCounter.reset()
                     try:

@@ -12,6 +12,14 @@ import torch
 
 from ..events import Worst, finite_or_none
 from ..project.config import Tolerance
+from .error_model import (
+    DEFAULT_ERROR_FACTOR,
+    element_budget,
+    integer_matches,
+    multiple_of_torch,
+    norm_budget,
+    torch_error,
+)
 
 ERROR_MAP_ROWS = 12
 ERROR_MAP_COLS = 48
@@ -31,8 +39,12 @@ class Comparison:
     pattern: str = ""
     messages: list[str] = field(default_factory=list)
     error_map: list[list[float]] | None = None
-    rounding: float = 0.0  # the largest widening from the reference's own rounding (`slack`)
-    within_rounding: int = 0  # elements inside the tolerance only because of that widening
+    # The error model (verify/error_model.py): torch's own error in this output and the kernel's against it
+    torch_error: float | None = None  # max |native - ref64| (None: no native result to measure it by)
+    torch_dtype: str = ""  # the dtype torch computed in
+    multiple: float | None = None  # the kernel's error as a multiple of torch's own (None: torch exact here)
+    within_torch: int = 0  # elements past the dtype's floor but within F times torch's own error
+    factor: float = DEFAULT_ERROR_FACTOR
 
     @property
     def passed(self) -> bool:
@@ -40,11 +52,12 @@ class Comparison:
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
-            unwritten_mask: torch.Tensor | None = None, slack: torch.Tensor | None = None) -> Comparison:
-    """Check `out` against `ref` (any dtypes; compared in float64). `slack`: per element, how far the
-    reference itself moves when the op rounds as its dtype does (judge.reference_rounding); it widens
-    each element's budget, and the error-norm bound by its own norm."""
-    result = Comparison(numel=ref.numel())
+            unwritten_mask: torch.Tensor | None = None, native: torch.Tensor | None = None,
+            factor: float = DEFAULT_ERROR_FACTOR) -> Comparison:
+    """Check `out` against the float64 `ref` (any dtypes; compared in float64) by the error model
+    (verify/error_model.py): `native` is reference_fn on the inputs' own dtype, whose distance from `ref`
+    is torch's own error; each element may be off by the larger of the dtype's floor and `factor` times it."""
+    result = Comparison(numel=ref.numel(), factor=factor)
     if tuple(out.shape) != tuple(ref.shape):
         result.messages.append(f"shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
         result.bad_count = result.numel
@@ -63,19 +76,24 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
     nan_mismatch = ~both_finite & ~same_special & ~unwritten_mask
 
     diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
-    budget = tol.atol + tol.rtol * r.abs()
-    close = both_finite & (diff <= budget)
-    if slack is not None and slack.shape == o.shape:
-        slack = slack.detach().to(torch.float64)
-        widened = both_finite & (diff <= budget + slack)
-        result.within_rounding = int((widened & ~close).sum())
-        result.rounding = float(slack.max()) if slack.numel() else 0.0
-        close = widened
+    significant = both_finite & (r.abs() > tol.atol)
+    exact = not out.is_floating_point() and not ref.is_floating_point()
+    matched_native = False
+    if exact:  # integers and booleans: equal to one of the two references
+        close, matched_native = integer_matches(o, r, native)
+        close = both_finite & close
+        own = None
     else:
-        slack = None
+        own = torch_error(ref, native, significant)
+        floor_close = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
+        close = both_finite & (diff <= element_budget(r, tol, own, factor))
+        result.within_torch = int((close & ~floor_close).sum())
+        if own is not None:
+            result.torch_error, result.torch_dtype = own.absolute_max, own.dtype
+            result.multiple = multiple_of_torch(diff, both_finite, own)
     bad = ~(close | same_special) | unwritten_mask
 
-    norm_bound = tol.rel_norm
+    norm_bound = norm_budget(tol, own, factor)
     result.unwritten = int(unwritten_mask.sum())
     result.nan_mismatch = int(nan_mismatch.sum())
     result.bad_count = int(bad.sum())
@@ -87,22 +105,24 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         # The norm judges the output as a whole: over the elements above atol (below it a kernel
         # may lose every digit to cancellation and still be right), and only where there are
         # enough of them for one element's rounding not to be the whole norm.
-        significant = both_finite & (r.abs() > tol.atol)
         if int(significant.sum()) >= MIN_NORM_ELEMENTS:
             ref_norm = float(torch.linalg.vector_norm(r[significant]))
             err_norm = float(torch.linalg.vector_norm((o - r)[significant]))
             result.rel_norm_err = finite_or_none(err_norm / ref_norm)
-            if slack is not None and ref_norm > 0:
-                norm_bound += float(torch.linalg.vector_norm(slack[significant])) / ref_norm
 
     if result.unwritten:
         result.messages.append(f"{result.unwritten} of {result.numel} elements never written")
     if result.nan_mismatch:
         result.messages.append(f"{result.nan_mismatch} elements are NaN/Inf where the reference is not (or the reverse)")
     close_fail = int((~close & both_finite).sum())
-    if close_fail:
-        result.messages.append(f"{close_fail} of {result.numel} elements outside rtol={tol.rtol:g} atol={tol.atol:g}")
-    if result.rel_norm_err is not None and result.rel_norm_err > norm_bound and not close_fail:
+    if close_fail and exact:
+        against = "both the float64 reference and reference_fn at the inputs' own precision" if matched_native \
+            else "the reference (exact: an integer output)"
+        result.messages.append(f"{close_fail} of {result.numel} elements differ from {against}")
+    elif close_fail:
+        result.messages.append(f"{close_fail} of {result.numel} elements "
+                               f"{budget_broken(result, tol, str(out.dtype).replace('torch.', ''))}")
+    if result.rel_norm_err is not None and result.rel_norm_err > norm_bound and not close_fail and not exact:
         result.messages.append(
             f"relative error norm {result.rel_norm_err:.3g} exceeds {norm_bound:.3g} "
             "(a systematic error hiding under atol)")
@@ -113,6 +133,17 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
     elif result.messages:  # rel-norm failure: every element is inside atol, the map shows the error size
         result.pattern = "every element within tolerance, but the overall error is too large"
     return result
+
+
+def budget_broken(c: Comparison, tol: Tolerance, dtype: str) -> str:
+    """Which budget the elements broke, and where it comes from (README, "What verified means")."""
+    floor = f"outside rtol={tol.rtol:g} atol={tol.atol:g} (the {dtype} floor)"
+    if c.torch_error is None:
+        return floor + "; no result of reference_fn on the inputs' own dtype to measure torch's own error by"
+    if c.multiple is None:
+        return floor + f"; torch's own {c.torch_dtype} result is exact here, so the floor is the budget"
+    return (floor + f" and past {c.factor:g}x torch's own {c.torch_dtype} error: the kernel's error is up to "
+            f"{c.multiple:.3g}x torch's own (torch is off by up to {c.torch_error:.3g} here)")
 
 
 def worst_element(o: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, unwritten: torch.Tensor) -> Worst:

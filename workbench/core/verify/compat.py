@@ -238,7 +238,8 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
             torch._dynamo.reset()
         except Exception:  # noqa: BLE001
             pass
-    run.outputs, run.reference = [t.detach() for t in flatten_outputs(out).tensors], list(reference)
+    flat = flatten_outputs(out)
+    run.outputs, run.names, run.reference = [t.detach() for t in flat.tensors], flat.names, list(reference)
 
 
 WHOLE_ERROR_LIMIT = 20_000  # characters of an error kept for the record (Inductor's can hold generated code)
@@ -306,4 +307,5 @@ def _cuda_graph(km: KernelModule, inputs: list[Any], reference: list[Any], run: 
         except GraphCaptureBroke as broke:
             raise ContextPoisoned(str(broke)) from broke
         return
-    run.outputs, run.reference = [t.detach().clone() for t in flatten_outputs(out).tensors], list(reference)
+    flat = flatten_outputs(out)
+    run.outputs, run.names, run.reference = [t.detach().clone() for t in flat.tensors], flat.names, list(reference)

@@ -80,6 +80,7 @@ class ExtraRun:
     outputs: list[Any] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     reference: list[Any] = field(default_factory=list)
+    reference_names: list[str] = field(default_factory=list)  # the reference's output names (CaseData's)
     native: list[Any] = field(default_factory=list)  # reference_fn on the inputs' own dtype (CaseData.native)
     error: str = ""
     skipped: str = ""  # why it did not run
@@ -109,8 +110,11 @@ class CaseData:
     second: list[Any] = field(default_factory=list)  # of the second run (sentinel-filled); [] for one run
     names: list[str] = field(default_factory=list)
     reference: list[Any] = field(default_factory=list)  # reference_fn on upcast inputs
-    # reference_fn on the inputs as given: where it rounds what the op itself rounds (a 16-bit intermediate),
-    # its distance from `reference` widens the tolerance (judge.reference_rounding); [] when not run
+    # the reference's output names (tensors.flatten_outputs): a kernel's output is matched to the reference's of
+    # the same name (a dict key); [] pairs them by position
+    reference_names: list[str] = field(default_factory=list)
+    # reference_fn on the inputs as given: its distance from `reference` is torch's own error in the inputs'
+    # dtype, the error model's measure (verify/error_model.py); [] when not run
     native: list[Any] = field(default_factory=list)
     expected_dtypes: list[str] = field(default_factory=list)  # reference_fn's output dtypes on the inputs as given
     before: list[Any] = field(default_factory=list)  # input tensors before the kernel ran (None for scalars)

@@ -46,7 +46,7 @@ import torch
 
 from ..events import CaseResult
 from ..project.config import Tolerance, VerifyConfig
-from .compare import compare, tensors_equal_bitwise, unravel
+from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .torchops import base_name
 
@@ -98,25 +98,29 @@ class Judge:
     def _outputs(self, result: CaseResult, data: CaseData) -> None:
         first, second, ref = data.first, data.second or data.first, data.reference
         result.dtype = main_dtype(data.before, first)
-        if len(first) != len(ref):
-            result.messages.append(f"kernel_fn returned {len(first)} tensors, reference_fn {len(ref)}")
+        order, problems = paired_by_name(data.names, data.reference_names, len(first), len(ref))
+        if problems:
+            result.messages += problems
             result.checks["structure"] = "failed"
         for i in data.not_plain:
             result.messages.append(f"output{data.names[i]} is a torch.Tensor subclass, not a plain tensor: "
                                    "return the tensor the kernel wrote")
             result.checks["structure"] = "failed"
-        several = len(first) > 1
-        for i, (out, out2, expected) in enumerate(zip(first, second, ref)):
+        several = len(ref) > 1
+        for j, i in enumerate(order):
+            if i is None:
+                continue  # missing: the structure message names it
+            out, out2, expected = first[i], second[i], ref[j]
             name = data.names[i] if i < len(data.names) else f"[{i}]"
             prefix = f"output{name}: " if several else ""
             got_dtype = dtype_name(out)
-            want_dtype = data.expected_dtypes[i] if i < len(data.expected_dtypes) else ""
+            want_dtype = data.expected_dtypes[j] if j < len(data.expected_dtypes) else ""
             if want_dtype and got_dtype != want_dtype:
                 result.messages.append(f"{prefix}dtype {got_dtype}, expected {want_dtype} (reference_fn's on the "
                                        "same inputs)")
                 result.checks["dtype"] = "failed"
             got_shape = tuple(data.output_shapes[i]) if i < len(data.output_shapes) else tuple(out.shape)
-            want_shape = tuple(data.reference_shapes[i]) if i < len(data.reference_shapes) else tuple(expected.shape)
+            want_shape = tuple(data.reference_shapes[j]) if j < len(data.reference_shapes) else tuple(expected.shape)
             if got_shape != want_shape:
                 result.messages.append(f"{prefix}shape {got_shape}, expected {want_shape}"
                                        + (" (it only broadcasts to it)" if broadcasts(got_shape, want_shape) else ""))
@@ -137,14 +141,8 @@ class Judge:
                 if note not in result.notes:
                     result.notes.append(note)
             unwritten = unwritten_mask(out, out2) if data.second else None
-            rounding = reference_rounding(expected, data.native[i] if i < len(data.native) else None)
-            cmp = compare(out, expected, tol, unwritten, rounding)
-            if cmp.within_rounding or (cmp.messages and cmp.rounding):
-                note = (f"{prefix}the tolerance includes reference_fn's own rounding: run on the inputs' own dtype "
-                        f"it differs from the float64 reference by up to {cmp.rounding:.3g}"
-                        + (f" ({cmp.within_rounding} elements are within tolerance only by it)"
-                           if cmp.within_rounding else ""))
-                result.notes.append(note)
+            cmp = self._compare(out, expected, data.native[j] if j < len(data.native) else None, tol, unwritten)
+            result.compared.append(compared_entry(output_label(name), got_dtype, cmp, tol))
             result.messages += [prefix + m for m in cmp.messages]
             if cmp.unwritten:
                 result.checks["unwritten"] = "failed"
@@ -277,16 +275,20 @@ class Judge:
                 continue
             problem = run.error
             if not problem:
-                problems = []
-                if len(run.outputs) != len(run.reference):
-                    problems.append(f"returned {len(run.outputs)} tensors, reference_fn {len(run.reference)}")
-                for j, (out, expected) in enumerate(zip(run.outputs, run.reference)):
-                    rounding = reference_rounding(expected, run.native[j] if j < len(run.native) else None)
+                order, problems = paired_by_name(run.names, run.reference_names, len(run.outputs),
+                                                 len(run.reference))
+                several = len(run.reference) > 1
+                for j, i in enumerate(order):
+                    if i is None:
+                        continue
+                    out, expected = run.outputs[i], run.reference[j]
                     tol = self.config.tolerance_for(dtype_name(out))
                     if tol is None:
                         problems.append(no_tolerance(dtype_name(out)))
                         continue
-                    problems += compare(out, expected, tol, slack=rounding).messages
+                    name = run.names[i] if several and i < len(run.names) else ""
+                    cmp = self._compare(out, expected, run.native[j] if j < len(run.native) else None, tol)
+                    problems += [f"output{name}: {m}" if name else m for m in cmp.messages]
                 problem = f"{problems[0]} ({run.hint})" if problems and run.hint else (problems[0] if problems else "")
             if run.compat:
                 self._compat_finding(result, run, problem)
@@ -295,6 +297,11 @@ class Judge:
                 result.checks[run.name] = "failed"
             else:
                 result.checks[run.name] = "passed"
+
+    def _compare(self, out: torch.Tensor, expected: torch.Tensor, native: torch.Tensor | None, tol: Tolerance,
+                 unwritten: torch.Tensor | None = None) -> Comparison:
+        """Every comparison the judge makes goes through here: one error model (verify/error_model.py)."""
+        return compare(out, expected, tol, unwritten, native, self.config.error_factor)
 
     @staticmethod
     def _compat_finding(result: CaseResult, run: Any, problem: str) -> None:
@@ -335,24 +342,68 @@ class Judge:
 
 
 def judge_outputs(config: VerifyConfig, case_index: int, label: str, outputs: list[Any], names: list[str],
-                  reference: list[Any], native: list[Any] | None = None) -> CaseResult:
+                  reference: list[Any], native: list[Any] | None = None,
+                  reference_names: list[str] | None = None) -> CaseResult:
     """Outputs of one call against the reference, in this process: for rechecks that are reported, never
     the verdict (no weak-input checks: those hash the whole reference)."""
     data = CaseData(case_index=case_index, label=label, first=outputs, names=names, reference=reference,
-                    native=list(native or []))
+                    native=list(native or []), reference_names=list(reference_names or []))
     return Judge(config).judge(data, weak_inputs=False)
 
 
-def reference_rounding(reference: torch.Tensor, native: torch.Tensor | None) -> torch.Tensor | None:
-    """Per element, how far reference_fn's result moves when it runs on the inputs' own dtype rather than
-    upcast: the rounding the op itself does (a 16-bit intermediate it stores and reads back). None when
-    there is nothing to widen by; elements either reference leaves non-finite add nothing."""
-    if native is None or not reference.is_floating_point() or not native.is_floating_point() \
-            or tuple(native.shape) != tuple(reference.shape) or reference.numel() == 0:
-        return None
-    r, n = reference.detach().to(torch.float64), native.detach().to(reference.device, torch.float64)
-    distance = torch.where(torch.isfinite(r) & torch.isfinite(n), (r - n).abs(), torch.zeros_like(r))
-    return distance if bool(distance.any()) else None
+def paired_by_name(names: list[str], reference_names: list[str], count: int, reference_count: int
+                   ) -> tuple[list[int | None], list[str]]:
+    """For each reference output, the index of the kernel's output of the same name (a dict's key, a tuple's
+    position: tensors.flatten_outputs), None where it has none; and what differs in the structure. Without the
+    reference's names (a caller that has none), outputs pair by position."""
+    if not reference_names or len(reference_names) != reference_count or len(names) != count:
+        problems = [] if count == reference_count else [f"kernel_fn returned {count} tensors, reference_fn "
+                                                        f"{reference_count}"]
+        return [j if j < count else None for j in range(reference_count)], problems
+    where = {name: i for i, name in enumerate(names)}
+    order = [where.get(name) for name in reference_names]
+    missing = [name for name, i in zip(reference_names, order) if i is None]
+    extra = [name for name in names if name not in set(reference_names)]
+    if not missing and not extra:
+        return order, []
+    return order, [f"the output structure differs from reference_fn's: kernel_fn returned "
+                   f"{describe_structure(names)}, reference_fn {describe_structure(reference_names)}"
+                   + (f"; missing {', '.join(shown(n) for n in missing)}" if missing else "")
+                   + (f"; not in the reference: {', '.join(shown(n) for n in extra)}" if extra else "")]
+
+
+def describe_structure(names: list[str]) -> str:
+    """What flatten_outputs' names say about a result: a tensor (""), a sequence ("[0]"), a dict ("['y']")."""
+    if names == [""]:
+        return "a plain tensor"
+    if not names:
+        return "no tensor"
+    if all(n.startswith("['") or n.startswith('["') for n in names):
+        return f"a dict of {len(names)} ({', '.join(shown(n) for n in names)})"
+    return f"{len(names)} tensors ({', '.join(shown(n) for n in names)})"
+
+
+def shown(name: str) -> str:
+    """An output's name as a reader writes it: output['y'] -> 'y', output[0] -> [0], a plain tensor -> output."""
+    if not name:
+        return "output"
+    return name[1:-1] if name.startswith("[") and name.endswith("]") and name[1:2] in "'\"" else name
+
+
+def output_label(name: str) -> str:
+    """An output's name in a report: output, y (a dict's key), output[1] (a tuple's), grad x (a gradient)."""
+    if name.startswith("['out']"):  # a training kernel's forward result (gradients.with_gradients)
+        name = name[len("['out']"):]
+    if name.startswith("['") and name.endswith("']") and name.count("['") == 1:
+        return name[2:-2]
+    return "output" + name
+
+
+def compared_entry(output: str, dtype: str, cmp: Comparison, tol: Tolerance) -> dict[str, Any]:
+    """What was compared for one output and by how much (CaseResult.compared)."""
+    return {"output": output, "dtype": dtype, "passed": not cmp.messages, "max_abs_err": cmp.max_abs_err,
+            "torch_error": cmp.torch_error, "torch_dtype": cmp.torch_dtype, "multiple": cmp.multiple,
+            "factor": cmp.factor, "rtol": tol.rtol, "atol": tol.atol}
 
 
 def is_constant(t: torch.Tensor) -> bool:

@@ -37,6 +37,17 @@ def flatten_outputs(value: Any, prefix: str = "") -> Outputs:
     return Outputs([torch.as_tensor(value)], [prefix])
 
 
+def in_order_of(out: Outputs, names: list[str]) -> Outputs:
+    """`out` reordered to follow `names` (the reference's): a dict built in another key order is the same
+    result. Outputs the reference has no name for follow at the end, for the judge to name."""
+    if out.names == names or sorted(out.names) != sorted(set(out.names)):
+        return out
+    where = {name: i for i, name in enumerate(out.names)}
+    order = [where[n] for n in names if n in where]
+    order += [i for i in range(len(out.names)) if i not in set(order)]
+    return Outputs([out.tensors[i] for i in order], [out.names[i] for i in order])
+
+
 def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
     return [x.detach().to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
 

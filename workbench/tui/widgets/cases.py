@@ -277,6 +277,8 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
                   f"   rel norm {fmt_err(result.rel_norm_err)}")
     if result.rtol is not None:
         stats.add_row("tolerance", f"rtol {result.rtol:g} · atol {result.atol:g} ({result.dtype})")
+    for entry in result.compared:
+        stats.add_row(entry["output"], compared_text(entry))
     took = f"{result.duration_s:.2f} s" if result.duration_s else ""
     if result.gpu:  # the run spread its cases over GPUs: which one ran this case
         took = f"{took} on GPU {result.gpu}" if took else f"on GPU {result.gpu}"
@@ -303,6 +305,15 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
     for note in result.notes:
         parts.append(Text(f"note: {note}", style="grey62"))
     return parts
+
+
+def compared_text(entry: dict) -> str:
+    """One compared output's error against its budget (verify/error_model.py)."""
+    mark = "✔" if entry["passed"] else "✘"
+    if entry["multiple"] is not None:
+        return (f"{mark} {entry['multiple']:.2g}x torch's own {entry['torch_dtype']} error "
+                f"(budget {entry['factor']:g}x, or the floor)")
+    return f"{mark} max abs {fmt_err(entry['max_abs_err'])} (the {entry['dtype']} floor is the budget)"
 
 
 def project_problems(run: RunState) -> RenderableType:

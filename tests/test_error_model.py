@@ -1,0 +1,178 @@
+"""One error model for every comparison (verify/error_model.py): an output may be off the float64 truth by the
+larger of its dtype's floor and `error_factor` times torch's own error in the inputs' dtype; integer outputs
+match either reference; outputs are matched by name. The kernels are in tests/kernels_numerics.py."""
+
+import kernels_numerics as num
+import pytest
+import torch
+from run_helpers import failing, verify_json
+
+from workbench.core.project.config import DEFAULT_TOLERANCES, ConfigError, ProjectConfig, Tolerance, VerifyConfig
+from workbench.core.verify.compare import compare
+from workbench.core.verify.error_model import torch_error
+from workbench.core.verify.handoff import CaseData, ExtraRun
+from workbench.core.verify.judge import Judge, paired_by_name
+
+BF16 = DEFAULT_TOLERANCES["bfloat16"]
+FP32 = DEFAULT_TOLERANCES["float32"]
+
+
+def rounded_like_torch(ref64: torch.Tensor, dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    """A result that rounds as accurately as torch but differently: each element one way or the other."""
+    low = ref64.to(dtype)
+    generator = torch.Generator().manual_seed(seed)
+    step = torch.nextafter(low.double(), torch.where(torch.rand(ref64.shape, generator=generator) < 0.5,
+                                                     torch.full_like(ref64, float("inf")),
+                                                     torch.full_like(ref64, -float("inf")))).to(dtype)
+    return torch.where((low.double() - ref64).abs() < 1e-300, low, step)
+
+
+# -- the model itself --------------------------------------------------------------------------------------
+
+def test_a_kernel_rounding_as_accurately_as_torch_but_elsewhere_passes_per_output_not_per_element():
+    torch.manual_seed(0)
+    ref = torch.randn(4096, dtype=torch.float64) * 3
+    native = ref.float() + torch.randn(4096) * 3e-5  # torch's own float32 error, element by element
+    kernel = (ref.float() + torch.randn(4096) * 3e-5).float()  # as large, at other elements
+    tight = Tolerance(rtol=1e-7, atol=1e-7, rel_norm=1e-7)
+    c = compare(kernel, ref, tight, native=native)
+    assert c.passed, c.messages
+    assert c.multiple is not None and 0.5 < c.multiple < 2.0
+    assert c.within_torch > 1000  # past the floor, inside 2x torch's own error
+    # one element truly wrong (100x torch's error) still fails, named with the budget it broke
+    wrong = kernel.clone()
+    wrong[17] += 1e-2
+    w = compare(wrong, ref, tight, native=native)
+    assert w.bad_count == 1 and w.worst.index == [17]
+    assert "past 2x torch's own float32 error" in w.messages[0] and "outside rtol=1e-07 atol=1e-07 (the float32 floor)" in w.messages[0]
+
+
+def test_the_floor_holds_where_torch_is_exact_and_the_factor_is_the_projects():
+    ref = torch.linspace(1, 2, 100).double()  # float32 values: torch's float32 result can be exact
+    exact = ref.float()
+    kernel = (ref * (1 + 5e-6)).float()  # within float32's floor (1e-5)
+    assert compare(kernel, ref, FP32, native=exact).passed
+    off = (ref * (1 + 1e-4)).float()
+    assert not compare(off, ref, FP32, native=exact).passed
+    assert "torch's own float32 result is exact here" in compare(off, ref, FP32, native=exact).messages[0]
+    native = (ref * (1 + 3e-5)).float()  # torch 3e-5 off: 2x allows 6e-5, not 1e-4
+    assert not compare(off, ref, FP32, native=native).passed
+    assert compare(off, ref, FP32, native=native, factor=4.0).passed
+
+
+def test_elements_near_zero_are_scaled_by_the_outputs_median_magnitude():
+    # a gradient that is a difference of near-equal terms: some elements nearly 0, torch's error absolute
+    torch.manual_seed(1)
+    ref = torch.randn(1000, dtype=torch.float64)
+    ref[::10] = 1e-9
+    native = ref + torch.randn(1000, dtype=torch.float64) * 1e-3
+    kernel = ref + torch.randn(1000, dtype=torch.float64) * 1e-3
+    assert compare(kernel.to(torch.bfloat16), ref, Tolerance(1e-4, 1e-4, 1e-3), native=native).passed
+
+
+def test_an_output_that_is_zero_in_exact_arithmetic_takes_torchs_noise_as_its_budget():
+    ref = torch.zeros(2, dtype=torch.float64)  # a one-column LayerNorm's dx: 0 in exact arithmetic
+    native = torch.tensor([3e-5, -2e-5], dtype=torch.float64)  # torch's own float32 rounding noise
+    kernel = torch.tensor([-4e-5, 1e-5])
+    own = torch_error(ref, native)
+    assert own is not None and own.absolute_max == pytest.approx(3e-5)
+    assert compare(kernel, ref, FP32, native=native).passed
+    assert not compare(torch.tensor([1e-3, 0.0]), ref, FP32, native=native).passed
+
+
+def test_the_norm_bound_follows_torchs_own_error_norm():
+    torch.manual_seed(2)
+    ref = torch.rand(4096, dtype=torch.float64) + 1
+    bias = 4e-3  # an error everywhere, inside the floor element by element, past the norm's
+    tol = Tolerance(rtol=1e-2, atol=1e-2, rel_norm=1e-3)
+    sloppy = ref * (1 + bias * torch.sign(torch.randn(4096, dtype=torch.float64)))
+    assert not compare(sloppy, ref, tol, native=ref.to(torch.bfloat16)).passed
+    assert compare(sloppy, ref, tol, native=sloppy.clone()).passed  # torch itself that far off: allowed
+
+
+def test_integer_outputs_match_either_reference_and_say_which_they_differ_from():
+    ref = torch.tensor([2, 3, 4, 5], dtype=torch.int8)  # the float64 reference's rounding of .5 ties
+    native = torch.tensor([2, 2, 4, 4], dtype=torch.int8)  # at the inputs' precision the ties went to even
+    assert compare(native.clone(), ref, DEFAULT_TOLERANCES["int8"], native=native).passed
+    wrong = torch.tensor([2, 3, 4, 6], dtype=torch.int8)
+    c = compare(wrong, ref, DEFAULT_TOLERANCES["int8"], native=native)
+    assert c.bad_count == 1 and "both the float64 reference and reference_fn at the inputs' own precision" in \
+        c.messages[0]
+    assert "integer output" in compare(wrong, ref, DEFAULT_TOLERANCES["int8"]).messages[0]
+
+
+def test_error_factor_is_a_project_setting_at_least_one():
+    assert VerifyConfig().error_factor == 2.0
+    assert ProjectConfig.from_dict({"verify": {"error_factor": 3}}).verify.error_factor == 3.0
+    with pytest.raises(ConfigError, match="at least 1"):
+        ProjectConfig.from_dict({"verify": {"error_factor": 0.5}})
+
+
+# -- every comparison: the extra runs judge by the same model ------------------------------------------------
+
+def test_the_repeat_calls_and_forced_configs_are_held_to_the_same_budget():
+    torch.manual_seed(3)
+    ref = torch.randn(2048, dtype=torch.float64)
+    native = rounded_like_torch(ref, torch.bfloat16, seed=1)
+    kernel = rounded_like_torch(ref, torch.bfloat16, seed=2)  # an ulp away where torch was not
+    tight = VerifyConfig(tolerances={**DEFAULT_TOLERANCES, "bfloat16": Tolerance(1e-6, 1e-6, 1e-6)})
+    run = ExtraRun("repeat_fresh_inputs", outputs=[kernel], names=[""], reference=[ref], reference_names=[""],
+                   native=[native])
+    data = CaseData(case_index=0, label="c", first=[kernel], names=[""], reference=[ref], reference_names=[""],
+                    native=[native], extra_runs=[run], launches=1)
+    result = Judge(tight).judge(data)
+    assert result.status == "passed", result.messages
+    assert result.checks["repeat_fresh_inputs"] == "passed"
+    entry = result.compared[0]
+    assert entry["torch_dtype"] == "bfloat16" and entry["factor"] == 2.0 and entry["multiple"] <= 2.0
+    forced = CaseData(case_index=0, label="c", config="k: BLOCK=64", first=[kernel], names=[""], reference=[ref],
+                      reference_names=[""], native=[native], launches=1)
+    assert Judge(tight).judge(forced).status == "passed"
+
+
+# -- outputs matched by name ---------------------------------------------------------------------------------
+
+def test_outputs_pair_by_name_and_a_structure_mismatch_says_what_differs():
+    assert paired_by_name(["['gate']", "['y']"], ["['y']", "['gate']"], 2, 2) == ([1, 0], [])
+    order, problems = paired_by_name(["['out']"], ["['y']"], 1, 1)
+    assert order == [None] and "missing 'y'" in problems[0] and "not in the reference: 'out'" in problems[0]
+    _, problems = paired_by_name(["[0]"], [""], 1, 1)
+    assert "kernel_fn returned 1 tensors ([0]), reference_fn a plain tensor" in problems[0]
+
+
+@pytest.mark.slow
+def test_a_dict_in_another_key_order_verifies(cli, make_project):
+    code, rec = verify_json(cli, make_project(num.DICT_OUTPUTS, name="dict_order"))
+    assert code == 0, failing(rec)
+    assert {e["output"] for e in rec["cases"][0]["compared"]} == {"y", "gate"}
+
+
+@pytest.mark.parametrize("source, words", [(num.DICT_WRONG_KEY, "missing 'y'"),
+                                           (num.TUPLE_FOR_TENSOR, "reference_fn a plain tensor")])
+def test_a_result_of_another_structure_fails_saying_so(cli, make_project, source, words):
+    code, rec = verify_json(cli, make_project(source, name="structure"), "--case", "0")
+    assert code == 1
+    case = failing(rec)[0]
+    assert case["checks"]["structure"] == "failed" and any(words in m for m in case["messages"])
+
+
+# -- correct kernels written as libraries write them, and broken ones ------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["HF_ADD_RMSNORM", "LAYERNORM_16BIT_STATS", "INT8_QUANT"])
+def test_correct_kernels_at_torchs_own_error_verify(cli, make_project, name):
+    code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()))
+    assert code == 0, [(c["label"], c["config"], c["messages"]) for c in failing(rec)] + rec["problems"]
+    judged = [c for c in rec["cases"] if c["status"] == "passed" and not c["config"]]
+    assert judged and all(c["compared"] for c in judged)
+    if name == "LAYERNORM_16BIT_STATS":  # the gradients are named among the outputs compared
+        assert {"output", "grad x", "grad weight", "grad bias"} <= {e["output"] for e in judged[0]["compared"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, words", [("RMSNORM_16BIT_PARTIALS", "past 2x torch's own bfloat16 error"),
+                                         ("INT8_QUANT_TRUNCATES", "both the float64 reference and reference_fn")])
+def test_broken_kernels_past_their_dtypes_error_fail(cli, make_project, name, words):
+    code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()), "--case", "0")
+    assert code == 1
+    assert any(words in m for c in failing(rec) for m in c["messages"]), failing(rec)

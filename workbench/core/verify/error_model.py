@@ -1,0 +1,138 @@
+"""The error model: how far from the float64 truth a correct kernel's output may be.
+
+One rule for every comparison the judge makes (the verification call, repeat calls, forced configs, layouts,
+the compatibility checks, gradients, generated cases, the benchmark's recheck). With `r` the reference_fn
+result on float64-upcast inputs, `n` reference_fn on the inputs as given (torch doing the op in the inputs'
+own dtype) and `o` the kernel's output, element i of a floating-point output passes when
+
+    |o_i - r_i| <= max(floor_i, F * T_i)
+    floor_i = atol + rtol * |r_i|                    the dtype's floor ([tolerance.<dtype>])
+    T_i     = E * (|r_i| + m)                        torch's own error, scaled to element i
+    E       = max_j |n_j - r_j| / (|r_j| + m)        torch's largest error in this output, relative
+    m       = median_j |r_j|                         the output's typical magnitude
+
+F is `[verify] error_factor` (2: FlashAttention's tests allow twice PyTorch's own error in the same precision).
+
+Why per output and not per element: torch's error is a draw of rounding, and at any one element it can be
+zero where a kernel that rounds as accurately but in another order lands an ulp away; the largest error torch
+makes anywhere in the output, scaled to each element's magnitude, is what the dtype lets a correct kernel
+do. The median in the scale keeps elements near zero (a gradient that is a difference of near-equal terms)
+from being held to a relative error of their own tiny size, without letting the few largest elements of a
+wide-ranging output set everyone's budget. The error-norm bound follows the same rule: the larger of the
+dtype's rel_norm and F times torch's own ||n - r|| / ||r||.
+
+Integer and boolean outputs have no rounding to scale: an element passes when it equals the float64
+reference's or the reference at the inputs' own precision (a quantiser rounding an exact .5 tie as torch
+does in float32 is right; one that matches neither is not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..project.config import Tolerance
+
+DEFAULT_ERROR_FACTOR = 2.0
+
+
+@dataclass
+class TorchError:
+    """torch's own error in one output: per element (T_i above) and as numbers to report."""
+
+    per_element: torch.Tensor  # T_i, float64, the output's shape
+    relative: float  # E
+    scale: float  # m
+    absolute_max: float  # max_j |n_j - r_j|
+    norm: float | None  # ||n - r|| / ||r|| over the elements above atol (None when too few)
+    dtype: str  # the dtype torch computed in
+
+
+def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significant: torch.Tensor | None = None
+                ) -> TorchError | None:
+    """torch's own error in `native`'s dtype against the float64 `reference`; None when there is no native
+    result to measure it by (reference_fn raised on the inputs as given, another shape, not floating-point).
+    Elements where either is NaN or infinite count for nothing."""
+    if native is None or not reference.is_floating_point() or not native.is_floating_point() \
+            or tuple(native.shape) != tuple(reference.shape) or reference.numel() == 0:
+        return None
+    r = reference.detach().to(torch.float64)
+    n = native.detach().to(r.device, torch.float64)
+    finite = torch.isfinite(r) & torch.isfinite(n)
+    if not bool(finite.any()):
+        return None
+    err = torch.where(finite, (n - r).abs(), torch.zeros_like(r))
+    magnitude = torch.where(finite, r.abs(), torch.zeros_like(r))
+    scale = float(magnitude[finite].median())
+    weight = magnitude + scale
+    positive = weight > 0
+    relative = float((err[positive] / weight[positive]).max()) if bool(positive.any()) else 0.0
+    # Where the reference is exactly zero and so is the median (an output that is all zeros in exact
+    # arithmetic), torch's error there is absolute: it bounds every element.
+    zero_floor = float(err[~positive].max()) if bool((~positive).any()) else 0.0
+    per_element = torch.clamp_min(relative * weight, zero_floor)
+    norm = None
+    if significant is not None and bool(significant.any()):
+        ref_norm = float(torch.linalg.vector_norm(r[significant & finite]))
+        if ref_norm > 0:
+            norm = float(torch.linalg.vector_norm(err[significant & finite])) / ref_norm
+    return TorchError(per_element, relative, scale, float(err.max()), norm, str(native.dtype).replace("torch.", ""))
+
+
+def element_budget(r: torch.Tensor, tol: Tolerance, torch_err: TorchError | None, factor: float) -> torch.Tensor:
+    """Each element's allowed |o_i - r_i|: the larger of the dtype's floor and F times torch's own error."""
+    floor = tol.atol + tol.rtol * r.abs()
+    if torch_err is None:
+        return floor
+    return torch.maximum(floor, factor * torch_err.per_element)
+
+
+def norm_budget(tol: Tolerance, torch_err: TorchError | None, factor: float) -> float:
+    if torch_err is None or torch_err.norm is None:
+        return tol.rel_norm
+    return max(tol.rel_norm, factor * torch_err.norm)
+
+
+def multiple_of_torch(diff: torch.Tensor, both_finite: torch.Tensor, torch_err: TorchError | None) -> float | None:
+    """The kernel's error as a multiple of torch's own: max_i |o_i - r_i| / T_i (None when torch was exact)."""
+    if torch_err is None:
+        return None
+    per = torch_err.per_element
+    where = both_finite & (per > 0)
+    if not bool(where.any()):
+        return None
+    return float((diff[where] / per[where]).max())
+
+
+def integer_matches(o: torch.Tensor, r: torch.Tensor, native: torch.Tensor | None) -> tuple[torch.Tensor, bool]:
+    """Integer/bool elements equal to the float64 reference's or to the one at the inputs' own precision;
+    and whether a native result was there to match."""
+    close = o == r
+    if native is not None and tuple(native.shape) == tuple(r.shape) and not native.is_floating_point():
+        return close | (o == native.detach().to(o.device, torch.float64)), True
+    return close, False
+
+
+def describe_compared(entries: list[dict]) -> str:
+    """The outputs compared and by how much, one line ("y 1.2x, grad x 1.0x torch's own bfloat16 error;
+    budget 2x, never below the dtype's floor"), from CaseResult.compared entries of one or many cases: each
+    output's worst. The text report, the app and the JSON's readers all say it this way."""
+    worst: dict[str, dict] = {}
+    for entry in entries:
+        seen = worst.get(entry["output"])
+        if seen is None or (entry["multiple"] or 0) > (seen["multiple"] or 0):
+            worst[entry["output"]] = entry
+    if not worst:
+        return ""
+    parts = []
+    for name, entry in worst.items():
+        if entry["multiple"] is not None:
+            parts.append(f"{name} {entry['multiple']:.2g}x ({entry['torch_dtype']})")
+        elif entry["torch_error"] is None and entry["rtol"] == 0 and entry["atol"] == 0:
+            parts.append(f"{name} exact ({entry['dtype']})")
+        else:
+            parts.append(f"{name} within the {entry['dtype']} floor")
+    factor = next(iter(worst.values()))["factor"]
+    return (f"compared: {', '.join(parts)} at worst, as multiples of torch's own error in that dtype; "
+            f"budget {factor:g}x, never below the dtype's floor")
