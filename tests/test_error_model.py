@@ -90,6 +90,16 @@ def test_the_norm_bound_follows_torchs_own_error_norm():
     assert compare(sloppy, ref, tol, native=sloppy.clone()).passed  # torch itself that far off: allowed
 
 
+def test_an_overflow_torch_makes_in_the_same_dtype_is_no_kernel_error():
+    ref = torch.tensor([1.0, 7e4, 2.0], dtype=torch.float64)  # past float16's largest finite value
+    native = ref.to(torch.float16)  # inf where torch computes in float16 too
+    kernel = torch.tensor([1.0, float("inf"), 2.0], dtype=torch.float16)
+    assert compare(kernel, ref, DEFAULT_TOLERANCES["float16"], native=native).passed
+    assert compare(kernel, ref, DEFAULT_TOLERANCES["float16"]).nan_mismatch == 1  # no native result: a mismatch
+    wrong = torch.tensor([float("inf"), float("inf"), 2.0], dtype=torch.float16)
+    assert compare(wrong, ref, DEFAULT_TOLERANCES["float16"], native=native).nan_mismatch == 1
+
+
 def test_integer_outputs_match_either_reference_and_say_which_they_differ_from():
     ref = torch.tensor([2, 3, 4, 5], dtype=torch.int8)  # the float64 reference's rounding of .5 ties
     native = torch.tensor([2, 2, 4, 4], dtype=torch.int8)  # at the inputs' precision the ties went to even
