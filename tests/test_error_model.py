@@ -54,7 +54,7 @@ def test_the_floor_holds_where_torch_is_exact_and_the_factor_is_the_projects():
     assert compare(kernel, ref, FP32, native=exact).passed
     off = (ref * (1 + 1e-4)).float()
     assert not compare(off, ref, FP32, native=exact).passed
-    assert "torch's own float32 result is exact here" in compare(off, ref, FP32, native=exact).messages[0]
+    assert "torch's own float32 result is exact there" in compare(off, ref, FP32, native=exact).messages[0]
     native = (ref * (1 + 3e-5)).float()  # torch 3e-5 off: 2x allows 6e-5, not 1e-4
     assert not compare(off, ref, FP32, native=native).passed
     assert compare(off, ref, FP32, native=native, factor=4.0).passed

@@ -42,7 +42,9 @@ class Comparison:
     # The error model (verify/error_model.py): torch's own error in this output and the kernel's against it
     torch_error: float | None = None  # max |native - ref64| (None: no native result to measure it by)
     torch_dtype: str = ""  # the dtype torch computed in
-    multiple: float | None = None  # the kernel's error as a multiple of torch's own (None: torch exact here)
+    # the kernel's error as a multiple of torch's own, over the elements past the dtype's floor (None: every
+    # element within the floor, or torch exact here)
+    multiple: float | None = None
     within_torch: int = 0  # elements past the dtype's floor but within F times torch's own error
     factor: float = DEFAULT_ERROR_FACTOR
 
@@ -94,7 +96,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         result.within_torch = int((close & ~floor_close).sum())
         if own is not None:
             result.torch_error, result.torch_dtype = own.absolute_max, own.dtype
-            result.multiple = multiple_of_torch(diff, both_finite, own)
+            # the multiple is said where it decides: over the elements the dtype's floor alone would not pass
+            result.multiple = multiple_of_torch(diff, both_finite & ~floor_close, own)
     bad = ~(close | same_special) | unwritten_mask
 
     norm_bound = norm_budget(tol, own, factor)
@@ -144,8 +147,8 @@ def budget_broken(c: Comparison, tol: Tolerance, dtype: str) -> str:
     floor = f"outside rtol={tol.rtol:g} atol={tol.atol:g} (the {dtype} floor)"
     if c.torch_error is None:
         return floor + "; no result of reference_fn on the inputs' own dtype to measure torch's own error by"
-    if c.multiple is None:
-        return floor + f"; torch's own {c.torch_dtype} result is exact here, so the floor is the budget"
+    if c.multiple is None:  # torch's error is zero wherever the kernel's is past the floor
+        return floor + f"; torch's own {c.torch_dtype} result is exact there, so the floor is the budget"
     return (floor + f" and past {c.factor:g}x torch's own {c.torch_dtype} error: the kernel's error is up to "
             f"{c.multiple:.3g}x torch's own (torch is off by up to {c.torch_error:.3g} here)")
 

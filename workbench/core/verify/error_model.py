@@ -94,12 +94,13 @@ def norm_budget(tol: Tolerance, torch_err: TorchError | None, factor: float) -> 
     return max(tol.rel_norm, factor * torch_err.norm)
 
 
-def multiple_of_torch(diff: torch.Tensor, both_finite: torch.Tensor, torch_err: TorchError | None) -> float | None:
-    """The kernel's error as a multiple of torch's own: max_i |o_i - r_i| / T_i (None when torch was exact)."""
+def multiple_of_torch(diff: torch.Tensor, where: torch.Tensor, torch_err: TorchError | None) -> float | None:
+    """The kernel's error as a multiple of torch's own: max_i |o_i - r_i| / T_i over the elements `where` says
+    (None when there are none, or torch was exact at all of them)."""
     if torch_err is None:
         return None
     per = torch_err.per_element
-    where = both_finite & (per > 0)
+    where = where & (per > 0)
     if not bool(where.any()):
         return None
     return float((diff[where] / per[where]).max())
@@ -125,14 +126,16 @@ def describe_compared(entries: list[dict]) -> str:
             worst[entry["output"]] = entry
     if not worst:
         return ""
-    parts = []
-    for name, entry in worst.items():
-        if entry["multiple"] is not None:
-            parts.append(f"{name} {entry['multiple']:.2g}x ({entry['torch_dtype']})")
-        elif entry["torch_error"] is None and entry["rtol"] == 0 and entry["atol"] == 0:
-            parts.append(f"{name} exact ({entry['dtype']})")
-        else:
-            parts.append(f"{name} within the {entry['dtype']} floor")
+    parts = [f"{name} {compared_words(entry)}" for name, entry in worst.items()]
     factor = next(iter(worst.values()))["factor"]
-    return (f"compared: {', '.join(parts)} at worst, as multiples of torch's own error in that dtype; "
-            f"budget {factor:g}x, never below the dtype's floor")
+    return (f"compared: {', '.join(parts)} (at worst; budget: {factor:g}x torch's own error in the inputs' dtype, "
+            f"never below the dtype's floor)")
+
+
+def compared_words(entry: dict) -> str:
+    """One output's error against its budget: "1.3x torch's own bfloat16 error", "within the float32 floor"."""
+    if entry["multiple"] is not None:
+        return f"{entry['multiple']:.2g}x torch's own {entry['torch_dtype']} error"
+    if entry["rtol"] == 0 and entry["atol"] == 0:
+        return f"exact ({entry['dtype']})"
+    return f"within the {entry['dtype']} floor"

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 
 from ...core.events import CaseResult
 from ...core.text import MISSING, fmt_err, fmt_part, fmt_value
+from ...core.verify.error_model import compared_words
 from ..model import CaseRow, RunState
 from ..render import (
     MARK,
@@ -310,10 +311,8 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
 def compared_text(entry: dict) -> str:
     """One compared output's error against its budget (verify/error_model.py)."""
     mark = "✔" if entry["passed"] else "✘"
-    if entry["multiple"] is not None:
-        return (f"{mark} {entry['multiple']:.2g}x torch's own {entry['torch_dtype']} error "
-                f"(budget {entry['factor']:g}x, or the floor)")
-    return f"{mark} max abs {fmt_err(entry['max_abs_err'])} (the {entry['dtype']} floor is the budget)"
+    budget = f" (budget {entry['factor']:g}x)" if entry["multiple"] is not None else ""
+    return f"{mark} {compared_words(entry)}{budget}, max abs {fmt_err(entry['max_abs_err'])}"
 
 
 def project_problems(run: RunState) -> RenderableType:
