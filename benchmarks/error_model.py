@@ -35,9 +35,11 @@ def fixtures() -> dict[str, tuple[str, bool]]:
     found.update({f"zoo_{k}": (v, True) for k, v in zoo.ZOO.items()})
     found.update({"train_rmsnorm": (training.RMSNORM_TRAIN, True), "train_cross_entropy": (training.CROSS_ENTROPY, True),
                   "train_rmsnorm_wrong_dx": (training.WRONG_DX, False)})
-    for name in ("HF_ADD_RMSNORM", "LAYERNORM_16BIT_STATS", "INT8_QUANT", "DICT_OUTPUTS"):
+    for name in ("HF_ADD_RMSNORM", "LAYERNORM_16BIT_STATS", "INT8_QUANT", "DICT_OUTPUTS", "SOFTMAX_STABLE",
+                 "LAYERNORM_TWO_PASS"):
         found[f"num_{name.lower()}"] = (getattr(num, name), True)
-    for name in ("RMSNORM_16BIT_PARTIALS", "INT8_QUANT_TRUNCATES", "DICT_WRONG_KEY", "TUPLE_FOR_TENSOR"):
+    for name in ("RMSNORM_16BIT_PARTIALS", "INT8_QUANT_TRUNCATES", "DICT_WRONG_KEY", "TUPLE_FOR_TENSOR",
+                 "SOFTMAX_NO_MAX", "LAYERNORM_ONE_PASS_VARIANCE"):
         found[f"num_{name.lower()}"] = (getattr(num, name), False)
     return found
 

@@ -308,3 +308,84 @@ DICT_WRONG_KEY = DICT_OUTPUTS.replace('return {"gate": gate, "y": y}', 'return {
 
 TUPLE_FOR_TENSOR = DICT_OUTPUTS.replace('return {"gate": gate, "y": y}', 'return (y,)').replace(
     'return {"y": x * gate, "gate": gate}', 'return x * gate')
+
+# -- value stress (verify/value_stress.py): right on randn inputs, wrong at other scales --------------------------
+
+SOFTMAX_STABLE = HEADER + '''
+@triton.jit
+def _softmax(x_ptr, y_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    e = tl.exp(z)
+    tl.store(y_ptr + row * stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    y = torch.empty_like(x)
+    _softmax[(x.shape[0],)](x, y, x.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+kernel_fn = softmax
+
+
+def reference_fn(x):
+    return torch.softmax(x, dim=-1)
+
+
+def get_inputs(rows=8, cols=300, dtype="float32"):
+    return [torch.randn(rows, cols, device="cuda", dtype=getattr(torch, dtype))]
+
+
+CASES = [{"rows": 8, "cols": 300}, {"rows": 5, "cols": 1000, "dtype": "float16"}]
+'''
+
+# the row max never subtracted: exp overflows once logits pass ~88
+SOFTMAX_NO_MAX = SOFTMAX_STABLE.replace("z = x - tl.max(x, axis=0)", "z = x")
+
+LAYERNORM_TWO_PASS = HEADER + '''
+@triton.jit
+def _layer_norm(x_ptr, w_ptr, b_ptr, y_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    centered = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(centered * centered, axis=0) / n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    y = centered * tl.rsqrt(var + eps) * w + b
+    tl.store(y_ptr + row * stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    y = torch.empty_like(x)
+    _layer_norm[(x.shape[0],)](x, weight, bias, y, x.stride(0), x.shape[1], eps,
+                               BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+kernel_fn = layer_norm
+
+
+def reference_fn(x, weight, bias, eps=1e-5):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def get_inputs(rows=8, cols=256, dtype="float32"):
+    dt = getattr(torch, dtype)
+    return [torch.randn(rows, cols, device="cuda", dtype=dt), torch.rand(cols, device="cuda", dtype=dt) + 0.5,
+            torch.randn(cols, device="cuda", dtype=dt)]
+
+
+CASES = [{"rows": 8, "cols": 256}, {"rows": 4, "cols": 1000, "dtype": "bfloat16"}]
+'''
+
+# the variance as E[x^2] - E[x]^2: cancels to noise once the row carries a common offset
+LAYERNORM_ONE_PASS_VARIANCE = LAYERNORM_TWO_PASS.replace(
+    "var = tl.sum(centered * centered, axis=0) / n_cols",
+    "var = tl.sum(x * x, axis=0) / n_cols - mean * mean")

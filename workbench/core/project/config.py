@@ -27,6 +27,8 @@ overrides what it names:
                                  # fails the verdict ("check": reported only; "off": not run)
     backward = false             # true: a training kernel (as when get_inputs marks requires_grad): every
                                  # floating-point input's gradient verified with the forward (verify/gradients.py)
+    value_stress = true          # value-stress cases: inputs x64, x1/1024, +1000, with outliers (false, or a
+                                 # list of the inputs to stress: ["x"]) (verify/value_stress.py)
     error_factor = 2.0           # an output may be off by this many times torch's own error in the inputs'
                                  # dtype, never held below the dtype's tolerance (verify/error_model.py)
 
@@ -153,6 +155,8 @@ class VerifyConfig:
     backward: bool = False  # a training kernel whatever get_inputs marks: every float input's gradient verified
     # how many times torch's own error in the inputs' dtype a kernel's may be (verify/error_model.py)
     error_factor: float = 2.0
+    # value-stress cases (verify/value_stress.py): True, False, or the names of the inputs to stress
+    value_stress: bool | list[str] = True
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def required_but_not_live(self) -> list[str]:
@@ -263,6 +267,13 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
                                                                                     for v in value)):
                 raise ConfigError(path, f"{name}.{key}", "expected true, false or a list of torch function names "
                                                          f"(\"torch.add\", \"torch.nn.functional.softmax\"), got {value!r}")
+            kwargs[key] = value if isinstance(value, bool) else list(value)
+            continue
+        if cls is VerifyConfig and key == "value_stress":
+            if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) and v
+                                                                                    for v in value)):
+                raise ConfigError(path, f"{name}.{key}", "expected true, false or a list of input names (as "
+                                                         f"reference_fn calls them: [\"x\"]), got {value!r}")
             kwargs[key] = value if isinstance(value, bool) else list(value)
             continue
         if cls is VerifyConfig and key == "fixed_params":

@@ -42,12 +42,13 @@ class Case:
     params: dict[str, Any]
     purpose: str = "verify"
     generated: bool = False  # an edge shape derived from CASES (verify/edge_cases.py)
+    stress: str = ""  # a value stress on its inputs (verify/value_stress.py): "values x64", "offset +1000" ...
 
     @property
     def label(self) -> str:
-        if not self.params:
-            return "get_inputs()"
-        text = " ".join(f"{k}={format_value(v)}" for k, v in self.params.items())
+        text = " ".join(f"{k}={format_value(v)}" for k, v in self.params.items()) if self.params else "get_inputs()"
+        if self.stress:
+            text += f" [{self.stress}]"
         return text + " (generated)" if self.generated else text
 
 

@@ -34,7 +34,7 @@ from ..project.contract import (
 from ..stage import CHECKING, RECORDING, ContextPoisoned, JobContext, RunAborted, is_cuda_fatal, shard_of
 from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
-from .gradients import for_training
+from .gradients import for_training, input_names
 from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal
 from .guards import Guards
@@ -60,6 +60,7 @@ from .tensors import (
 )
 from .torchmodes import PrefillEmpty
 from .torchops import TorchOpRecorder
+from .value_stress import stressed
 
 Emit = Callable[[Event], None]
 
@@ -160,6 +161,10 @@ class Verifier:
             self.emit(Problem(kind="contract", file=str(self.km.path), case_index=case.index,
                               message=f"get_inputs({case.label}) returned {type(inputs).__name__}; expected a list"))
             raise RunAborted()
+        if case.stress:
+            reference = getattr(self.km.module, "reference_fn", self.km.reference_fn)  # named as written
+            inputs = stressed(inputs, case.stress, input_names(reference, len(inputs)),
+                              self.config.value_stress)
         return inputs
 
     def reference(self, inputs: list[Any], case: Case, quiet: bool = False, native: bool = False) -> "Reference":
@@ -210,7 +215,7 @@ class Verifier:
         inputs = self._inputs(case)
         if inputs is None:
             return []
-        data = CaseData(case_index=case.index, label=case.label, generated=case.generated)
+        data = CaseData(case_index=case.index, label=case.label, generated=case.generated, stress=case.stress)
         if self._too_large(inputs):
             data.status = "skipped"
             data.notes.append(f"inputs hold more than {self.config.interpret_max_elements} elements: too large "

@@ -103,6 +103,7 @@ class CaseData:
     config: str = ""
     generated: bool = False
     phase: str = ""  # CaseResult.phase
+    stress: str = ""  # the value stress on the inputs (verify/value_stress.py), said in a failure's notes
     status: str = "compare"  # compare | error | skipped (the last two carry their messages)
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

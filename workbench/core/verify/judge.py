@@ -49,6 +49,7 @@ from ..project.config import Tolerance, VerifyConfig
 from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .torchops import base_name
+from .value_stress import stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
@@ -90,6 +91,8 @@ class Judge:
         result.status = "failed" if result.messages else "passed"
         if result.status == "failed" and mutated:
             result.notes += data.mutation_hints
+        if result.status == "failed" and data.stress:
+            result.notes.append(stress_note(data.stress, overflow=result.checks.get("nan") == "failed"))
         result.duration_s = data.duration_s + (time.perf_counter() - start)
         return result
 

@@ -167,6 +167,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     from ...project.folder import source_hash
     from ...verdict import Tally
     from ...verify.edge_cases import generate_cases
+    from ...verify.value_stress import stress_cases
 
     interpret = ready.mode == "interpreter"
     if job.cache_dir:
@@ -200,6 +201,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         config = ProjectConfig.from_dict(job.config)
         km = load_kernel(path, module_name=compile_pool.MODULE_NAME if compiles is not None else "")
         km.cases += generate_cases(km.cases, config.verify)
+        km.cases += stress_cases(km.cases, config.verify, len(km.cases))
     except (ConfigError, ContractError) as exc:
         if compiles is not None:
             compiles.close()

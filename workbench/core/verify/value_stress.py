@@ -1,0 +1,124 @@
+"""Value-stress cases: the values a kernel written against randn inputs gets wrong.
+
+Shapes find masks and grids; values find numerics. A row softmax that never subtracts the row max overflows
+once logits pass ~88 in float32; a variance taken as E[x^2] - E[x]^2 cancels to noise once rows carry a common
+offset; an epsilon or an absolute threshold can swamp small values; a max taken over part of a row misses an
+outlier. Each is invisible on N(0, 1) inputs. So beside the generated edge shapes, one small verification case
+of each dtype (the smallest whose sizes are all above 1) runs again with every floating-point tensor input
+
+    values x64        scaled up (exactly: a power of two)
+    values x1/1024    scaled down
+    offset +1000      shifted by a common offset
+    outliers          one element in 512 (at least one) times 100
+
+(integer and boolean inputs, index tensors and Python scalars untouched; a tensor that requires grad stays a
+leaf that requires grad). The reference sees the same stressed inputs, and the error model judges them as any
+case (verify/error_model.py): where torch in the inputs' dtype loses digits or overflows too, the kernel may.
+A case whose label carries the stress ("rows=7 cols=127 [values x64] (generated)") fails with a note on what
+such a failure usually means. `[verify] value_stress = false` turns them off, or a list of input names (as
+reference_fn calls them) stresses only those, for a kernel whose domain is narrower (a probability input, an
+angle). They are generated cases: `generated_cases = false` turns them off too.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import replace
+from math import prod
+from typing import Any
+
+import torch
+
+from ..project.config import VerifyConfig
+from ..project.contract import Case
+from .edge_cases import is_size, names_dtype
+
+STRESSES = ("values x64", "values x1/1024", "offset +1000", "outliers")
+OUTLIER_EVERY = 512
+OUTLIER_FACTOR = 100.0
+# What a failure under each stress usually means, said in the case's notes.
+HINTS = {
+    "values x64": "large values: an exp that overflows (subtract the row max first?), or squares past the "
+                  "dtype's range (accumulate in float32?)",
+    "values x1/1024": "small values: an epsilon or an absolute threshold that swamps them, or an underflow "
+                      "(scale before squaring?)",
+    "offset +1000": "a common offset: cancellation, as in a variance taken as E[x^2] - E[x]^2 (subtract the mean "
+                    "first, or use Welford's update)",
+    "outliers": "a few large elements: a max or absmax taken over part of the row, a clamp, or a block that "
+                "misses them",
+}
+
+
+def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int) -> list[Case]:
+    """The value-stress cases, indexed from `first_index`: every stress on the smallest verification case of
+    each dtype."""
+    if not config.generated_cases or config.value_stress is False:
+        return []
+    chosen: dict[tuple, Case] = {}
+    for case in cases:
+        if case.purpose != "verify" or case.generated:
+            continue
+        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
+        best = chosen.get(key)
+        if best is None or _rank(case) < _rank(best):
+            chosen[key] = case
+    out = []
+    for base in chosen.values():
+        for stress in STRESSES:
+            out.append(replace(base, index=first_index + len(out), generated=True, stress=stress))
+    return out
+
+
+def _rank(case: Case) -> tuple[int, int]:
+    """Smallest first, among cases whose sizes are all above 1 (a 1-element row has no cancellation to show)."""
+    sizes = [v for k, v in case.params.items() if is_size(k, v)]
+    flat = [n for v in sizes for n in (v if isinstance(v, (tuple, list)) else [v])]
+    return (0 if flat and all(n > 1 for n in flat) else 1, prod(flat) if flat else 0)
+
+
+def stressed(inputs: list[Any], stress: str, names: list[str], only: bool | list[str]) -> list[Any]:
+    """The inputs under `stress`: floating-point tensors changed (those named in `only` when it is a list)."""
+    out = []
+    for i, x in enumerate(inputs):
+        name = names[i] if i < len(names) else f"input #{i}"
+        wanted = only is True or (isinstance(only, list) and name in only)
+        if not wanted or not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+            out.append(x)
+            continue
+        with torch.no_grad():
+            changed = _apply(x.detach(), stress, i)
+        out.append(changed.requires_grad_(x.requires_grad) if x.requires_grad else changed)
+    return out
+
+
+def _apply(x: torch.Tensor, stress: str, position: int) -> torch.Tensor:
+    if stress == "values x64":
+        return x * 64.0
+    if stress == "values x1/1024":
+        return x * (1.0 / 1024.0)
+    if stress == "offset +1000":
+        return x + 1000.0
+    if stress == "outliers":
+        generator = torch.Generator().manual_seed(zlib.crc32(f"{position}:{tuple(x.shape)}".encode()))
+        count = max(1, x.numel() // OUTLIER_EVERY)
+        where = torch.randperm(x.numel(), generator=generator)[:count].to(x.device)
+        flat = x.clone().reshape(-1)
+        flat[where] = flat[where] * OUTLIER_FACTOR
+        return flat.reshape(x.shape)
+    raise ValueError(f"unknown value stress {stress!r}")
+
+
+OVERFLOW_HINT = ("an overflow: an exp of large values (subtract the row max first?), or squares or sums past the "
+                 "dtype's range (accumulate in float32?)")
+
+
+def stress_note(stress: str, overflow: bool) -> str:
+    """What a failure under `stress` usually means; `overflow`: the failure is NaN or infinity where the
+    reference has numbers."""
+    return (f"value stress [{stress}]: every floating-point input {describe(stress)}; where the case passes "
+            f"without it, this usually means {OVERFLOW_HINT if overflow else HINTS[stress]}")
+
+
+def describe(stress: str) -> str:
+    return {"values x64": "times 64", "values x1/1024": "times 1/1024", "offset +1000": "plus 1000",
+            "outliers": f"with one element in {OUTLIER_EVERY} times {OUTLIER_FACTOR:g}"}[stress]
