@@ -186,3 +186,18 @@ def test_broken_kernels_past_their_dtypes_error_fail(cli, make_project, name, wo
     code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()), "--case", "0")
     assert code == 1
     assert any(words in m for c in failing(rec) for m in c["messages"]), failing(rec)
+
+
+def test_what_was_compared_is_said_once_per_output_at_its_worst():
+    from workbench.core.verify.compared import describe_compared
+
+    def entry(output, multiple, dtype="bfloat16", rtol=1e-2):
+        return {"output": output, "dtype": dtype, "passed": True, "max_abs_err": 1e-3, "torch_error": 1e-3,
+                "torch_dtype": dtype, "multiple": multiple, "factor": 2.0, "rtol": rtol, "atol": rtol}
+
+    text = describe_compared([entry("y", 1.2), entry("y", 1.6), entry("grad x", None, "float32", 1e-5),
+                              entry("idx", None, "int64", 0.0)])
+    assert text.startswith("compared: y 1.6x torch's own bfloat16 error, grad x within the float32 floor, "
+                           "idx exact (int64)")
+    assert "budget: 2x torch's own error in the inputs' dtype, never below the dtype's floor" in text
+    assert describe_compared([]) == ""

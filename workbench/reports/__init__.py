@@ -13,7 +13,7 @@ from ..core.events import (
     Requeued,
 )
 from ..core.run.session import RunOutcome
-from ..core.verify.error_model import describe_compared
+from ..core.verify.compared import describe_compared
 from ..core.text import (
     MISSING,
     fmt_err,

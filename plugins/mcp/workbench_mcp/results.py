@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.core.verdict import Verdict
+from workbench.core.verify import describe_compared
 
 PAGE_SIZE = 8  # failing cases or benchmark rows per page
 MESSAGES_PER_CASE = 3
@@ -140,6 +141,9 @@ def verify_result(record: dict[str, Any], page: int = 1) -> dict[str, Any]:
         "counts": record.get("counts", {}),
         "seconds": round(record["duration_s"], 2) if record.get("duration_s") is not None else None,
     }
+    compared = describe_compared([e for c in cases if not c.get("config") for e in c.get("compared", [])])
+    if compared:  # each output compared (the gradients too) and its error against the error model's budget
+        out["compared"] = compared
     if record.get("problems"):
         out["problems"] = [problem_of(p) for p in record["problems"]]
     if failing_all:

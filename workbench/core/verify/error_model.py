@@ -114,28 +114,3 @@ def integer_matches(o: torch.Tensor, r: torch.Tensor, native: torch.Tensor | Non
         return close | (o == native.detach().to(o.device, torch.float64)), True
     return close, False
 
-
-def describe_compared(entries: list[dict]) -> str:
-    """The outputs compared and by how much, one line ("y 1.2x, grad x 1.0x torch's own bfloat16 error;
-    budget 2x, never below the dtype's floor"), from CaseResult.compared entries of one or many cases: each
-    output's worst. The text report, the app and the JSON's readers all say it this way."""
-    worst: dict[str, dict] = {}
-    for entry in entries:
-        seen = worst.get(entry["output"])
-        if seen is None or (entry["multiple"] or 0) > (seen["multiple"] or 0):
-            worst[entry["output"]] = entry
-    if not worst:
-        return ""
-    parts = [f"{name} {compared_words(entry)}" for name, entry in worst.items()]
-    factor = next(iter(worst.values()))["factor"]
-    return (f"compared: {', '.join(parts)} (at worst; budget: {factor:g}x torch's own error in the inputs' dtype, "
-            f"never below the dtype's floor)")
-
-
-def compared_words(entry: dict) -> str:
-    """One output's error against its budget: "1.3x torch's own bfloat16 error", "within the float32 floor"."""
-    if entry["multiple"] is not None:
-        return f"{entry['multiple']:.2g}x torch's own {entry['torch_dtype']} error"
-    if entry["rtol"] == 0 and entry["atol"] == 0:
-        return f"exact ({entry['dtype']})"
-    return f"within the {entry['dtype']} floor"

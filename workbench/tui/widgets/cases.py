@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static
 
 from ...core.events import CaseResult
 from ...core.text import MISSING, fmt_err, fmt_part, fmt_value
-from ...core.verify.error_model import compared_words
+from ...core.verify.compared import compared_words
 from ..model import CaseRow, RunState
 from ..render import (
     MARK,
