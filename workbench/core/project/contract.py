@@ -42,7 +42,7 @@ class Case:
     params: dict[str, Any]
     purpose: str = "verify"
     generated: bool = False  # an edge shape derived from CASES (verify/edge_cases.py)
-    stress: str = ""  # a value stress on its inputs (verify/value_stress.py): "values x64", "offset +1000" ...
+    stress: str = ""  # a value stress on its inputs (verify/value_stress.py): "values x64", "offset" ...
 
     @property
     def label(self) -> str:

@@ -15,6 +15,7 @@ from ..project.config import Tolerance
 from .error_model import (
     DEFAULT_ERROR_FACTOR,
     element_budget,
+    floor_budget,
     integer_matches,
     multiple_of_torch,
     norm_budget,
@@ -91,7 +92,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         own = None
     else:
         own = torch_error(ref, native, significant)
-        floor_close = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
+        floor_close = both_finite & (diff <= floor_budget(r, tol))
         close = both_finite & (diff <= element_budget(r, tol, own, factor))
         result.within_torch = int((close & ~floor_close).sum())
         if own is not None:

@@ -6,12 +6,14 @@ result on float64-upcast inputs, `n` reference_fn on the inputs as given (torch 
 own dtype) and `o` the kernel's output, element i of a floating-point output passes when
 
     |o_i - r_i| <= max(floor_i, F * T_i)
-    floor_i = atol + rtol * |r_i|                    the dtype's floor ([tolerance.<dtype>])
+    floor_i = atol * max(1, m) + rtol * |r_i|        the dtype's floor ([tolerance.<dtype>])
     T_i     = E * (|r_i| + m)                        torch's own error, scaled to element i
     E       = max_j |n_j - r_j| / (|r_j| + m)        torch's largest error in this output, relative
     m       = median_j |r_j|                         the output's typical magnitude
 
 F is `[verify] error_factor` (2: FlashAttention's tests allow twice PyTorch's own error in the same precision).
+atol is an absolute error for outputs of order 1; an output whose typical element is 4000 (a matmul of inputs
+scaled by 64) is near zero at 40, so atol scales with m where m is above 1.
 
 Why per output and not per element: torch's error is a draw of rounding, and at any one element it can be
 zero where a kernel that rounds as accurately but in another order lands an ulp away; the largest error torch
@@ -80,9 +82,21 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
     return TorchError(per_element, relative, scale, float(err.max()), norm, str(native.dtype).replace("torch.", ""))
 
 
+def typical_magnitude(r: torch.Tensor) -> float:
+    """m: the median |r_j| over the finite elements (0 when there are none)."""
+    finite = r[torch.isfinite(r)].abs()
+    return float(finite.median()) if finite.numel() else 0.0
+
+
+def floor_budget(r: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """The dtype's floor: atol + rtol * |r_i|, atol taken relative to the output's typical magnitude where that
+    is above 1 (an output of values near 4000 is near zero at 40, not at 0.01)."""
+    return tol.atol * max(1.0, typical_magnitude(r)) + tol.rtol * r.abs()
+
+
 def element_budget(r: torch.Tensor, tol: Tolerance, torch_err: TorchError | None, factor: float) -> torch.Tensor:
     """Each element's allowed |o_i - r_i|: the larger of the dtype's floor and F times torch's own error."""
-    floor = tol.atol + tol.rtol * r.abs()
+    floor = floor_budget(r, tol)
     if torch_err is None:
         return floor
     return torch.maximum(floor, factor * torch_err.per_element)

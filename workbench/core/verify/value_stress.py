@@ -3,12 +3,14 @@
 Shapes find masks and grids; values find numerics. A row softmax that never subtracts the row max overflows
 once logits pass ~88 in float32; a variance taken as E[x^2] - E[x]^2 cancels to noise once rows carry a common
 offset; an epsilon or an absolute threshold can swamp small values; a max taken over part of a row misses an
-outlier. Each is invisible on N(0, 1) inputs. So beside the generated edge shapes, one small verification case
-of each dtype (the smallest whose sizes are all above 1) runs again with every floating-point tensor input
+outlier. Each is invisible on N(0, 1) inputs. So beside the generated edge shapes, one verification case of each
+dtype (the smallest of at least 1024 elements whose sizes are all above 1) runs again with every floating-point
+tensor input
 
     values x64        scaled up (exactly: a power of two)
     values x1/1024    scaled down
-    offset +1000      shifted by a common offset
+    offset            shifted by a common offset: +1000, or +64 in float16 and +16 in bfloat16 (a few bits
+                      of each value stay below it: past that the input itself holds nothing to cancel)
     outliers          one element in 512 (at least one) times 100
 
 (integer and boolean inputs, index tensors and Python scalars untouched; a tensor that requires grad stays a
@@ -33,7 +35,12 @@ from ..project.config import VerifyConfig
 from ..project.contract import Case
 from .edge_cases import is_size, names_dtype
 
-STRESSES = ("values x64", "values x1/1024", "offset +1000", "outliers")
+STRESSES = ("values x64", "values x1/1024", "offset", "outliers")
+# The common offset keeps a few bits of each value below it in every dtype: +1000 leaves a float32 value 14 of
+# its 24 bits, +64 a float16 one 5 of 11, +16 a bfloat16 one 4 of 8.
+OFFSETS = {torch.float16: 64.0, torch.bfloat16: 16.0}
+DEFAULT_OFFSET = 1000.0
+STABLE_SIZE = 1024  # a base case at least this big: torch's own error is measured over enough elements
 OUTLIER_EVERY = 512
 OUTLIER_FACTOR = 100.0
 # What a failure under each stress usually means, said in the case's notes.
@@ -42,7 +49,7 @@ HINTS = {
                   "dtype's range (accumulate in float32?)",
     "values x1/1024": "small values: an epsilon or an absolute threshold that swamps them, or an underflow "
                       "(scale before squaring?)",
-    "offset +1000": "a common offset: cancellation, as in a variance taken as E[x^2] - E[x]^2 (subtract the mean "
+    "offset": "a common offset: cancellation, as in a variance taken as E[x^2] - E[x]^2 (subtract the mean "
                     "first, or use Welford's update)",
     "outliers": "a few large elements: a max or absmax taken over part of the row, a clamp, or a block that "
                 "misses them",
@@ -70,10 +77,13 @@ def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int) -> l
 
 
 def _rank(case: Case) -> tuple[int, int]:
-    """Smallest first, among cases whose sizes are all above 1 (a 1-element row has no cancellation to show)."""
+    """The smallest case of at least STABLE_SIZE elements whose sizes are all above 1 (a 1-element row has no
+    cancellation to show), else the largest below that."""
     sizes = [v for k, v in case.params.items() if is_size(k, v)]
     flat = [n for v in sizes for n in (v if isinstance(v, (tuple, list)) else [v])]
-    return (0 if flat and all(n > 1 for n in flat) else 1, prod(flat) if flat else 0)
+    volume = prod(flat) if flat else 0
+    above_one = bool(flat) and all(n > 1 for n in flat)
+    return (0 if above_one else 1, volume if volume >= STABLE_SIZE else 2 ** 62 - volume)
 
 
 def stressed(inputs: list[Any], stress: str, names: list[str], only: bool | list[str]) -> list[Any]:
@@ -96,8 +106,8 @@ def _apply(x: torch.Tensor, stress: str, position: int) -> torch.Tensor:
         return x * 64.0
     if stress == "values x1/1024":
         return x * (1.0 / 1024.0)
-    if stress == "offset +1000":
-        return x + 1000.0
+    if stress == "offset":
+        return x + OFFSETS.get(x.dtype, DEFAULT_OFFSET)
     if stress == "outliers":
         generator = torch.Generator().manual_seed(zlib.crc32(f"{position}:{tuple(x.shape)}".encode()))
         count = max(1, x.numel() // OUTLIER_EVERY)
@@ -120,5 +130,6 @@ def stress_note(stress: str, overflow: bool) -> str:
 
 
 def describe(stress: str) -> str:
-    return {"values x64": "times 64", "values x1/1024": "times 1/1024", "offset +1000": "plus 1000",
+    return {"values x64": "times 64", "values x1/1024": "times 1/1024",
+            "offset": "plus 1000 (64 in float16, 16 in bfloat16)",
             "outliers": f"with one element in {OUTLIER_EVERY} times {OUTLIER_FACTOR:g}"}[stress]
