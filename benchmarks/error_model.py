@@ -29,7 +29,7 @@ import kernels_zoo as zoo  # noqa: E402
 
 
 def fixtures() -> dict[str, tuple[str, bool]]:
-    """name -> (kernel.py source, correct?)"""
+    """name -> (kernel.py source, correct?); a fixture's workbench.toml is num.WORKBENCH_TOML's"""
     found = {f"lib_{k}": (v, True) for k, v in lib.CORRECT.items()}
     found.update({f"lib_{k}": (v, False) for k, v in lib.BROKEN.items()})
     found.update({f"zoo_{k}": (v, True) for k, v in zoo.ZOO.items()})
@@ -61,9 +61,12 @@ def main() -> int:
     args = parser.parse_args()
     chosen = {k: v for k, v in fixtures().items() if not args.only or k in args.only}
     with tempfile.TemporaryDirectory(prefix="error-model-") as scratch:
+        tomls = {f"num_{k.lower()}": v for k, v in num.WORKBENCH_TOML.items()}
         for name, (source, _) in chosen.items():
             (Path(scratch) / name).mkdir()
             (Path(scratch) / name / "kernel.py").write_text(source)
+            if name in tomls:
+                (Path(scratch) / name / "workbench.toml").write_text(tomls[name])
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "workbench.cli", "verify", "--json",
                                *sorted(str(p) for p in Path(scratch).iterdir())],

@@ -171,7 +171,7 @@ def test_a_result_of_another_structure_fails_saying_so(cli, make_project, source
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["HF_ADD_RMSNORM", "LAYERNORM_16BIT_STATS", "INT8_QUANT"])
 def test_correct_kernels_at_torchs_own_error_verify(cli, make_project, name):
-    code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()))
+    code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower(), toml=num.WORKBENCH_TOML.get(name)))
     assert code == 0, [(c["label"], c["config"], c["messages"]) for c in failing(rec)] + rec["problems"]
     judged = [c for c in rec["cases"] if c["status"] == "passed" and not c["config"]]
     assert judged and all(c["compared"] for c in judged)
@@ -201,3 +201,60 @@ def test_what_was_compared_is_said_once_per_output_at_its_worst():
                            "idx exact (int64)")
     assert "budget: 2x torch's own error in the inputs' dtype, never below the dtype's floor" in text
     assert describe_compared([]) == ""
+
+
+# -- value stress (verify/value_stress.py) --------------------------------------------------------------------
+
+def test_stress_cases_take_the_smallest_big_enough_case_of_each_dtype():
+    from workbench.core.project.contract import Case
+    from workbench.core.verify.value_stress import STRESSES, stress_cases
+
+    cases = [Case(0, {"rows": 1, "cols": 1}), Case(1, {"rows": 8, "cols": 300}), Case(2, {"rows": 64, "cols": 4096}),
+             Case(3, {"rows": 4, "cols": 1000, "dtype": "float16"}), Case(4, {"rows": 9, "cols": 9}, purpose="bench")]
+    made = stress_cases(cases, VerifyConfig(), first_index=5)
+    assert [(c.index, c.params["rows"], c.stress) for c in made] == \
+        [(5 + i, rows, s) for i, (rows, s) in enumerate((r, s) for r in (8, 4) for s in STRESSES)]
+    assert made[0].label == "rows=8 cols=300 [values x64] (generated)" and all(c.generated for c in made)
+    assert stress_cases(cases, VerifyConfig(value_stress=False), 5) == []
+    assert stress_cases(cases, VerifyConfig(generated_cases=False), 5) == []
+
+
+def test_stress_changes_float_tensors_only_and_keeps_grad_leaves():
+    from workbench.core.verify.value_stress import stressed
+
+    x = torch.randn(4, 256, requires_grad=True)
+    idx, w = torch.arange(4), torch.randn(256, dtype=torch.bfloat16)
+    out = stressed([x, idx, w, 1e-5], "offset", ["x", "idx", "w", "eps"], True)
+    assert torch.equal(out[0], x.detach() + 1000) and out[0].requires_grad and out[0].is_leaf
+    assert out[1] is idx and out[3] == 1e-5
+    assert torch.equal(out[2], w + 16)  # bfloat16 keeps a few bits below its offset
+    only_w = stressed([x, idx, w, 1e-5], "values x64", ["x", "idx", "w", "eps"], ["w"])
+    assert only_w[0] is x and torch.equal(only_w[2], w * 64)
+    outliers = stressed([x], "outliers", ["x"], True)[0]
+    assert int((outliers != x.detach()).sum()) == 2  # one in 512
+
+
+def test_value_stress_is_a_setting():
+    assert ProjectConfig.from_dict({"verify": {"value_stress": ["x"]}}).verify.value_stress == ["x"]
+    with pytest.raises(ConfigError, match="list of input names"):
+        ProjectConfig.from_dict({"verify": {"value_stress": 3}})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, stress, words", [("SOFTMAX_NO_MAX", "[values x64]", "an overflow: an exp"),
+                                                 ("LAYERNORM_ONE_PASS_VARIANCE", "[offset]", "E[x^2] - E[x]^2")])
+def test_numerical_bugs_randn_hides_fail_under_value_stress(cli, make_project, name, stress, words):
+    code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()))
+    assert code == 1
+    bad = failing(rec)
+    assert bad and all("[" in c["label"] for c in bad)  # every failure is a stressed case: randn passes
+    hit = [c for c in bad if stress in c["label"]]
+    assert hit and any(words in n for n in hit[0]["notes"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SOFTMAX_STABLE", "LAYERNORM_TWO_PASS"])
+def test_correct_kernels_verify_under_value_stress(cli, make_project, name):
+    code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()))
+    assert code == 0, failing(rec)
+    assert sum("[" in c["label"] for c in rec["cases"]) == 8  # four stresses, two dtypes

@@ -49,7 +49,7 @@ from ..project.config import Tolerance, VerifyConfig
 from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .torchops import base_name
-from .value_stress import stress_note
+from .value_stress import stress_factor, stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
@@ -66,11 +66,13 @@ class Judge:
 
     config: VerifyConfig
     seen_references: dict[str, str] = field(default_factory=dict)  # digest -> label of the first case
+    factor: float = 0.0  # the error model's factor for the case being judged (judge() sets it)
 
     def judge(self, data: CaseData, weak_inputs: bool = True) -> CaseResult:
         """The verdict on one case. `weak_inputs`: also warn about inputs that prove nothing (a digest of
         the whole reference: the recheck of a benchmark-sized output skips it)."""
         start = time.perf_counter()
+        self.factor = stress_factor(data.stress, self.config.error_factor)
         result = CaseResult(case_index=data.case_index, label=data.label, status="passed", config=data.config,
                             notes=list(data.notes), generated=data.generated, launches=data.launches,
                             checks=dict(data.checks), phase=data.phase)
@@ -304,7 +306,7 @@ class Judge:
     def _compare(self, out: torch.Tensor, expected: torch.Tensor, native: torch.Tensor | None, tol: Tolerance,
                  unwritten: torch.Tensor | None = None) -> Comparison:
         """Every comparison the judge makes goes through here: one error model (verify/error_model.py)."""
-        return compare(out, expected, tol, unwritten, native, self.config.error_factor)
+        return compare(out, expected, tol, unwritten, native, self.factor or self.config.error_factor)
 
     @staticmethod
     def _compat_finding(result: CaseResult, run: Any, problem: str) -> None:
