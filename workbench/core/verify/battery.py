@@ -36,7 +36,7 @@ from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training, input_names
 from .edge_cases import first_case_per_dtype, once_per_dtype
-from .failures import interpreter_cannot_run, is_refusal
+from .failures import interpreter_cannot_run, is_refusal, not_runnable_note
 from .guards import Guards
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
@@ -463,6 +463,12 @@ class Verifier:
                     except BaseException as exc:  # noqa: BLE001
                         if guards is not None:
                             guards.check([], [])  # margins put back: what this call wrote is not the next's
+                        skipped = not_runnable_note(exc)
+                        if skipped:  # more shared memory than this GPU has: the autotuner never picks it
+                            data.status, data.duration_s = "skipped", time.perf_counter() - start
+                            data.notes.append(skipped)
+                            results.append(self.deliver(data))
+                            continue
                         results.append(self.deliver(self._error_data(data, case, exc, start,
                                                                      launched=LaunchCounter.count)))
                         continue
