@@ -109,9 +109,10 @@ CASES = [dict(M=127, N=97, K=200), dict(M=256, N=256, K=512)]
 
 # fp16, with a config that needs more shared memory than an H100 has
 MATMUL_TUTORIAL = MATMUL_TEMPLATE.replace("CONFIGS\n", TUTORIAL_CONFIGS + "\n", 1)
-# float32 inputs, one config: tl.dot multiplies them in TF32 unless told otherwise
+# float32 inputs, one config: tl.dot multiplies them in TF32 unless told otherwise. K = 32: TF32's errors (rounded
+# or truncated to 10 bits) then stay inside TF32's tolerance on every seed tried, and far outside float32's
 MATMUL_FP32 = MATMUL_TEMPLATE.replace("CONFIGS\n", ONE_CONFIG + "\n", 1).replace(
     'dtype="float16"', 'dtype="float32"').replace(
-    "CASES = [dict(M=127, N=97, K=200), dict(M=256, N=256, K=512)]", "CASES = [dict(M=127, N=100, K=64)]")
+    "CASES = [dict(M=127, N=97, K=200), dict(M=256, N=256, K=512)]", "CASES = [dict(M=127, N=100, K=32)]")
 # ... asked to multiply in IEEE float32
 MATMUL_FP32_IEEE = MATMUL_FP32.replace("acc = tl.dot(a, b, acc)", 'acc = tl.dot(a, b, acc, input_precision="ieee")')

@@ -23,6 +23,7 @@ from ..project.contract import (
     Case,
     KernelModule,
     describe_config,
+    dot_may_use_tf32,
     find_autotuners,
     first_line,
     is_compilation_error,
@@ -87,6 +88,7 @@ class Verifier:
         self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
+        self.dot_may_use_tf32 = dot_may_use_tf32(km)
         self.pins = pins or {}
         for name, index in self.pins.items():
             tuner = self.autotuners.get(name)
@@ -204,6 +206,7 @@ class Verifier:
 
     def deliver(self, data: CaseData) -> CaseResult:
         """Hand a case to the judge: the judge process when there is one (it reports the verdict), else here."""
+        data.dot_may_use_tf32 = self.dot_may_use_tf32
         if self.remote_judge is not None:
             return self.remote_judge(data)
         result = self.local_judge.judge(data)

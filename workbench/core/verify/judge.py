@@ -53,6 +53,8 @@ from .value_stress import stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
+TF32_HINT = ("errors consistent with TF32 (tl.dot's default input_precision): pass input_precision='ieee' for "
+             "float32 accuracy, or accept TF32 with `[verify] fp32_precision = \"tf32\"`")
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 # A reference that had to run in the inputs' own 16-bit dtype (a benchmark shape too big for float32)
 # carries rounding errors of the kernel's size: the tolerances widen by this factor, and the verdict says so.
@@ -81,6 +83,7 @@ class Judge:
             return result
         result.messages = list(data.messages)
         self._outputs(result, data)
+        self._tf32_hint(result, data)
         mutated = self._inputs(result, data)
         self._launches(result, data)
         self._out_of_bounds(result, data)
@@ -187,6 +190,27 @@ class Judge:
                                 f"{data.sampled_from:,} per output; NaN counted over every element")
         for check in ("values", "unwritten", "nan", "dtype", "shape", "structure"):
             result.checks.setdefault(check, "passed")
+
+    def _tf32_hint(self, result: CaseResult, data: CaseData) -> None:
+        """A float32 output that fails float32's tolerance but would pass TF32's, from a kernel whose tl.dot
+        multiplies in TF32 by default: the failure stands, and says what it most likely is."""
+        tf32, fp32 = self.config.tolerance_for("tf32"), self.config.tolerance_for("float32")
+        if not data.dot_may_use_tf32 or self.config.fp32_precision == "tf32" or tf32 is None or fp32 is None \
+                or result.checks.get("values") != "failed":
+            return
+        order, _ = paired_by_name(data.names, data.reference_names, len(data.first), len(data.reference))
+        for j, i in enumerate(order):
+            if i is None:
+                continue
+            out, expected = data.first[i], data.reference[j]
+            if dtype_name(out) != "float32" or out.shape != expected.shape:
+                continue
+            native = data.native[j] if j < len(data.native) else None
+            if self._compare(out, expected, native, fp32).passed \
+                    or not self._compare(out, expected, native, tf32).passed:
+                continue
+            name = data.names[i] if i < len(data.names) else f"[{i}]"
+            result.messages.append((f"output{name}: " if len(data.reference) > 1 else "") + TF32_HINT)
 
     def _inputs(self, result: CaseResult, data: CaseData) -> list[str]:
         """The input and aliasing checks; returns the inputs the kernel changed ("#1"), declared or not."""
