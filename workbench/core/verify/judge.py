@@ -48,7 +48,7 @@ from ..events import CaseResult
 from ..project.config import Tolerance, VerifyConfig
 from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
-from .torchops import base_name
+from .torchops import AUTOGRAD, base_name
 from .value_stress import stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
@@ -274,11 +274,20 @@ class Judge:
         if not found:
             result.checks["torch_ops"] = "passed" if data.launches is not None else "skipped: not followed"
             return
-        ops = sorted({op for _, refused in found for op in refused})
-        where = "; ".join(f"{output} with {', '.join(refused)}" for output, refused in found)
-        allow = ", ".join(f'"{op}"' for op in ops)
-        result.messages.append(f"kernel_fn computed with torch ops: {where} (no Triton kernel wrote any of it); "
-                               f"if torch is meant to, [verify] allow_torch_ops = [{allow}]")
+        gradients = [output for output, refused in found if refused == [AUTOGRAD]]
+        found = [(output, refused) for output, refused in found if refused != [AUTOGRAD]]
+        if gradients:
+            result.messages.append(
+                f"{', '.join(gradients)}: torch autograd computed {'it' if len(gradients) == 1 else 'them'}: the "
+                "backward launched no Triton kernel and read nothing a Triton kernel wrote in the forward (give the "
+                "torch.autograd.Function a backward that launches Triton kernels, or save for it the gradient a "
+                f'forward kernel writes); if torch is meant to, [verify] allow_torch_ops = ["{AUTOGRAD}"]')
+        if found:
+            ops = sorted({op for _, refused in found for op in refused})
+            where = "; ".join(f"{output} with {', '.join(refused)}" for output, refused in found)
+            allow = ", ".join(f'"{op}"' for op in ops)
+            result.messages.append(f"kernel_fn computed with torch ops: {where} (no Triton kernel wrote any of it); "
+                                   f"if torch is meant to, [verify] allow_torch_ops = [{allow}]")
         result.checks["torch_ops"] = "failed"
 
     def _extra_runs(self, result: CaseResult, data: CaseData) -> None:
