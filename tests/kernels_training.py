@@ -112,9 +112,14 @@ BROKEN_BACKWARD = '''    @staticmethod
 
 
 '''
-# the backward in torch: torch autograd's work, not a Triton kernel's
+# the backward in torch, from the rstd the forward's kernel wrote: torch finishing a Triton kernel's data (passes)
 TORCH_BACKWARD = RMSNORM_TRAIN.replace(RMSNORM_TRAIN[RMSNORM_TRAIN.index("    @staticmethod\n    def backward"):
                                                      RMSNORM_TRAIN.index("def rmsnorm(x, w)")], BROKEN_BACKWARD)
+# the backward in torch from the inputs alone, rstd recomputed: torch autograd's work, not a Triton kernel's
+TORCH_BACKWARD_FROM_INPUTS = TORCH_BACKWARD.replace("ctx.save_for_backward(x2, w, rstd)",
+                                                    "ctx.save_for_backward(x2, w)").replace(
+    "        x2, w, rstd = ctx.saved_tensors\n",
+    "        x2, w = ctx.saved_tensors\n        rstd = torch.rsqrt(x2.float().pow(2).mean(-1) + EPS)\n")
 
 # A fused cross-entropy loss as loss libraries write one: the forward's kernel writes the loss per row and the
 # gradient of the mean loss, which the forward saves; torch adds the rows' losses up; the backward hands the
@@ -187,3 +192,92 @@ def get_inputs(rows=8, cols=100, dtype="float32"):
     target = torch.randint(0, cols, (rows,), device="cuda")
     return [logits, target]
 '''
+
+# A fused cross-entropy as loss libraries write one (issue 39): the forward's kernel computes each row's loss and,
+# in the same pass, the loss's gradient with respect to the logits, which the forward saves; the backward launches
+# nothing, it scales that gradient by the upstream gradient in torch. REDUCTION "mean" or "none".
+FUSED_CROSS_ENTROPY = '''"""Cross-entropy whose forward kernel writes the gradient too: the backward only scales it."""
+import torch
+import triton
+import triton.language as tl
+
+REDUCTION = "mean"
+
+
+@triton.jit
+def _loss_and_grad(logits_ptr, logits_stride, grad_ptr, grad_stride, target_ptr, loss_ptr, n_cols, scale,
+                   BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    x = tl.load(logits_ptr + row * logits_stride + cols, mask=inside, other=float("-inf")).to(tl.float32)
+    target = tl.load(target_ptr + row)
+    peak = tl.max(x, axis=0)
+    e = tl.exp(x - peak)
+    total = tl.sum(e, axis=0)
+    picked = tl.sum(tl.where(cols == target, x, 0.0), axis=0)
+    tl.store(loss_ptr + row, (peak + tl.log(total) - picked) * scale)
+    grad = (e / total - tl.where(cols == target, 1.0, 0.0)) * scale
+    tl.store(grad_ptr + row * grad_stride + cols, grad.to(grad_ptr.dtype.element_ty), mask=inside)
+
+
+class FusedCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, target):
+        n_rows, n_cols = logits.shape
+        scale = 1.0 / n_rows if REDUCTION == "mean" else 1.0
+        loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+        grad = torch.empty_like(logits)
+        _loss_and_grad[(n_rows,)](logits, logits.stride(0), grad, grad.stride(0), target, loss, n_cols, scale,
+                                  BLOCK=triton.next_power_of_2(n_cols))
+        ctx.save_for_backward(grad)
+        return loss.sum() if REDUCTION == "mean" else loss
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (grad,) = ctx.saved_tensors
+        if REDUCTION == "none":
+            grad_output = grad_output[:, None]
+        return grad * grad_output.to(grad.dtype), None
+
+
+def cross_entropy(logits, target):
+    return FusedCrossEntropy.apply(logits, target)
+
+
+kernel_fn = cross_entropy
+
+
+def reference_fn(logits, target):
+    upcast = logits if logits.dtype == torch.float64 else logits.float()
+    return torch.nn.functional.cross_entropy(upcast, target, reduction=REDUCTION)
+
+
+CASES = [{"rows": 8, "cols": 100, "dtype": "float32"}, {"rows": 13, "cols": 257, "dtype": "bfloat16"}]
+
+
+def get_inputs(rows=8, cols=100, dtype="float32"):
+    logits = torch.randn(rows, cols, device="cuda", dtype=getattr(torch, dtype), requires_grad=True)
+    target = torch.randint(0, cols, (rows,), device="cuda")
+    return [logits, target]
+'''
+FUSED_CROSS_ENTROPY_NONE = FUSED_CROSS_ENTROPY.replace('REDUCTION = "mean"', 'REDUCTION = "none"')
+# The upstream gradient forgotten: right only when it is 1.0 (verification's never is)
+FUSED_CROSS_ENTROPY_UNSCALED = FUSED_CROSS_ENTROPY.replace("return grad * grad_output.to(grad.dtype), None",
+                                                           "return grad, None")
+# The forward's kernel computes the loss only; the backward recomputes the softmax from the saved logits in torch
+RECOMPUTED_IN_TORCH = FUSED_CROSS_ENTROPY.replace(
+    "        ctx.save_for_backward(grad)\n", "        ctx.save_for_backward(logits, target)\n").replace(
+    '''        (grad,) = ctx.saved_tensors
+        if REDUCTION == "none":''', '''        logits, target = ctx.saved_tensors
+        probs = torch.softmax(logits.float(), dim=-1)
+        probs[torch.arange(logits.shape[0], device=logits.device), target] -= 1.0
+        grad = (probs / (logits.shape[0] if REDUCTION == "mean" else 1)).to(logits.dtype)
+        if REDUCTION == "none":''')
+# The loss's values from the Triton kernel, its gradient from torch autograd of a torch cross-entropy
+STRAIGHT_THROUGH = FUSED_CROSS_ENTROPY.replace('''def cross_entropy(logits, target):
+    return FusedCrossEntropy.apply(logits, target)''', '''def cross_entropy(logits, target):
+    with torch.no_grad():
+        values = FusedCrossEntropy.apply(logits, target)
+    in_torch = torch.nn.functional.cross_entropy(logits.float(), target, reduction=REDUCTION)
+    return in_torch + (values - in_torch).detach()''')

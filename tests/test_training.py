@@ -29,11 +29,67 @@ def test_a_wrong_gradient_fails_and_names_the_input(cli, make_project):
     assert "grad x" in text and "grad weight" not in text  # dw is still right
 
 
-def test_a_missing_gradient_and_a_backward_torch_computes_are_refused(cli, make_project):
+AUTOGRAD_COMPUTED = ("output['grad {}']: torch autograd computed it: the backward launched no Triton kernel and read "
+                     "nothing a Triton kernel wrote in the forward")
+
+
+def test_a_missing_gradient_and_a_backward_torch_computes_from_the_inputs_are_refused(cli, make_project):
     code, rec = verify_json(cli, make_project(train.NO_DW, name="no_dw", toml=NO_LAYOUTS), "--case", "1")
     assert code == 1 and "no gradient for weight (input #1)" in messages(rec)
-    code, rec = verify_json(cli, make_project(train.TORCH_BACKWARD, name="torch_bwd", toml=NO_LAYOUTS), "--case", "1")
-    assert code == 1 and "the backward launched no Triton kernel" in messages(rec)
+    code, rec = verify_json(cli, make_project(train.TORCH_BACKWARD_FROM_INPUTS, name="torch_bwd", toml=NO_LAYOUTS),
+                            "--case", "1")
+    assert code == 1
+    case = failing(rec)[0]
+    assert ("output['grad x'], output['grad weight']: torch autograd computed them: the backward launched no "
+            "Triton kernel and read nothing a Triton kernel wrote in the forward") in case["messages"][0], case
+    assert case["checks"]["torch_ops"] == "failed" and case["launches"] == 1  # the forward's kernel only
+    # ... allowed when the project says torch may compute them
+    code, rec = verify_json(cli, make_project(train.TORCH_BACKWARD_FROM_INPUTS, name="torch_bwd_allowed",
+                                              toml=NO_LAYOUTS + 'allow_torch_ops = ["torch.autograd.grad"]\n'),
+                            "--case", "1")
+    assert code == 0, messages(rec)
+
+
+def test_a_torch_backward_that_finishes_the_forward_kernels_data_is_torch_finishing_triton_work(cli, make_project):
+    """The rule is where the gradient's data comes from (a Triton kernel, in the forward or the backward), as for
+    outputs (verify/torchops.py): a backward in torch from the rstd the forward's kernel wrote passes."""
+    code, rec = verify_json(cli, make_project(train.TORCH_BACKWARD, name="torch_bwd_rstd", toml=NO_LAYOUTS),
+                            "--case", "1")
+    assert code == 0, messages(rec)
+    assert [c["checks"]["torch_ops"] for c in rec["cases"] if not c["config"]] == ["passed"]
+
+
+def test_no_triton_kernel_in_forward_or_backward_is_refused(cli, make_project):
+    no_triton = train.TORCH_BACKWARD_FROM_INPUTS.replace(
+        "        _rms_fwd[(n_rows,)](x2, w, y, rstd, x2.stride(0), n_cols, EPS, BLOCK=block)\n",
+        "        y = (x2 * torch.rsqrt(x2.float().pow(2).mean(-1, keepdim=True) + EPS) * w).to(x2.dtype)\n")
+    code, rec = verify_json(cli, make_project(no_triton, name="no_triton", toml=NO_LAYOUTS), "--case", "1")
+    assert code == 1 and "neither the forward nor the backward launched a Triton kernel" in messages(rec)
+
+
+@pytest.mark.parametrize("name", ["FUSED_CROSS_ENTROPY", "FUSED_CROSS_ENTROPY_NONE"])
+def test_a_fused_loss_whose_backward_only_scales_the_forwards_gradient_in_torch_verifies(cli, make_project, name):
+    """Liger's and Unsloth's cross-entropy: the forward's kernel writes the gradient, the backward scales it."""
+    code, rec = verify_json(cli, make_project(getattr(train, name), name=name.lower(), toml=NO_LAYOUTS))
+    assert code == 0, messages(rec) + str(rec["problems"])
+    main = [c for c in rec["cases"] if not c["config"] and not c["generated"]]
+    assert [c["launches"] for c in main] == [1, 1]  # the forward's kernel, no backward kernel
+    assert all(c["checks"]["torch_ops"] == "passed" for c in main)
+
+
+@pytest.mark.parametrize("name, gradient", [("RECOMPUTED_IN_TORCH", True), ("STRAIGHT_THROUGH", True),
+                                            ("FUSED_CROSS_ENTROPY_UNSCALED", False)])
+def test_a_fused_loss_whose_gradient_is_not_the_forward_kernels_fails(cli, make_project, name, gradient):
+    """Recomputed in torch from the saved logits; the Triton loss's values with torch autograd's gradient behind
+    them; the forward kernel's gradient handed back without the upstream gradient."""
+    code, rec = verify_json(cli, make_project(getattr(train, name), name=name.lower(), toml=NO_LAYOUTS),
+                            "--case", "0")
+    assert code == 1
+    text = messages(rec)
+    if gradient:
+        assert AUTOGRAD_COMPUTED.format("logits") in text, text
+    else:
+        assert "output['grad logits']: 800 of 800 elements outside" in text and "torch autograd" not in text, text
 
 
 def test_backward_true_makes_a_training_kernel_of_inputs_that_ask_for_no_gradient(cli, make_project):
@@ -119,3 +175,60 @@ def test_correct_training_kernels_written_as_libraries_write_them_pass_forward_f
     forward = [r for r in results if r.phase == "forward"]
     assert forward and all(r.status == "passed" for r in forward), [(r.label, r.messages) for r in forward]
     assert outcome.verdict.status == "passed", [(r.label, r.messages) for r in results if r.status != "passed"]
+
+
+def test_what_a_backward_reads_is_the_saved_tensors_it_unpacks_and_what_its_ctx_keeps():
+    import torch
+
+    from workbench.core.verify.gradients import BackwardReads
+
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            kept, saved, unused = x * 2, x * 3, x * 4
+            ctx.kept, ctx.unpack = [kept], x.shape[0] == 5
+            ctx.save_for_backward(saved, unused)
+            return x.sum()
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            if ctx.unpack:
+                saved, _ = ctx.saved_tensors
+                return saved * grad_output
+            return ctx.kept[0] * grad_output
+
+    def reads(disabled, unpack=True):
+        x = torch.randn(5 if unpack else 6).abs().add(1).requires_grad_()
+        found = BackwardReads()
+        with (torch.autograd.graph.disable_saved_tensors_hooks("a library's checkpointing") if disabled
+              else torch.enable_grad()):
+            with found.saved():
+                out = Scaled.apply(x)
+        found.kept_on_ctx([out])
+        ctx = out.grad_fn
+        torch.autograd.grad([out], [x], [torch.tensor(0.5)])
+        return found, x, ctx
+
+    def multiples(found, x):
+        return sorted(round(float(t[0] / x[0].detach())) for t in found.tensors)
+
+    found, x, ctx = reads(disabled=False)
+    assert multiples(found, x) == [2, 3, 4] and not found.every_saved  # on ctx; both saved tensors, unpacked
+    found, x, ctx = reads(disabled=False, unpack=False)
+    assert multiples(found, x) == [2]  # saved but never unpacked: not read
+    found, x, ctx = reads(disabled=True, unpack=False)  # hooks refused: every saved tensor, unpacked or not
+    assert found.every_saved and multiples(found, x) == [2, 3, 4]
+
+
+@pytest.mark.gpu
+def test_where_the_gradients_come_from_is_followed_on_a_gpu(cli, make_project):
+    """On a GPU the autograd engine runs the backward on its own thread: the saved tensors it unpacks are still
+    seen (saved-tensor hooks travel with each saved tensor), and the Triton launches it makes are counted."""
+    code, rec = verify_json(cli, make_project(train.FUSED_CROSS_ENTROPY, name="fused_ce_gpu", toml=NO_LAYOUTS))
+    assert rec["mode"] == "gpu" and code == 0, messages(rec) + str(rec["problems"])
+    for name in ("RECOMPUTED_IN_TORCH", "STRAIGHT_THROUGH"):
+        code, rec = verify_json(cli, make_project(getattr(train, name), name=f"{name.lower()}_gpu", toml=NO_LAYOUTS))
+        assert code == 1 and AUTOGRAD_COMPUTED.format("logits") in messages(rec), messages(rec)
+    code, rec = verify_json(cli, make_project(train.TORCH_BACKWARD_FROM_INPUTS, name="torch_bwd_gpu",
+                                              toml=NO_LAYOUTS))
+    assert code == 1 and "torch autograd computed them" in messages(rec)

@@ -211,7 +211,7 @@ class Tally:
             before = self.cases.get(key)
             if before is None or CASE_RANK[status] > CASE_RANK[before]:
                 self.cases[key] = status
-            if event.config:
+            if event.config and event.status != "skipped":  # a config this GPU cannot launch never ran
                 self.configs_run += 1
                 self.configs_passed += event.status == "passed"
         elif isinstance(event, Problem):

@@ -84,20 +84,27 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         forced = [r for r in rows if r.config]
         if forced:
             ok = sum(r.status == "passed" for r in forced)
+            skipped = sum(r.status == "skipped" for r in forced)
             configs = len({r.config for r in forced})
-            lines.append(f"  autotune: {configs} configs forced in turn on every case: {ok} of {len(forced)} passed")
+            lines.append(f"  autotune: {configs} configs forced in turn on every case: {ok} of {len(forced) - skipped} "
+                         "passed" + (f", {skipped} skipped (see the notes)" if skipped else ""))
         compared = describe_compared([e for r in rows if not r.config for e in r.compared])
         if compared:
             lines.append(f"  {compared}")
+    skipped_configs: dict[tuple[str, str], list[int]] = {}  # (config, notes) -> the cases: said once for all
     for r in rows:
         if r.warnings and not r.config:  # the case proves little: said in the verdict, not only in JSON
             lines += [f"  WARNING, case {r.case_index} ({r.label}): {w}" for w in r.warnings]
         if r.status in ("failed", "error"):
             lines += ["", *failure_details(r)]
+        elif r.notes and r.config and r.status == "skipped" and not verbose:
+            skipped_configs.setdefault((r.config, "; ".join(r.notes)), []).append(r.case_index)
         elif r.notes and (verbose or r.status == "skipped"):
-            lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
+            lines.append(f"  note, case {r.case_index}{f' ({r.config})' if r.config else ''}: " + "; ".join(r.notes))
         elif any("nondeterministic" in n for n in r.notes):
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
+    for (config, notes), indices in skipped_configs.items():
+        lines.append(f"  note, {config}, case{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))}: {notes}")
     lines += compatibility_lines(outcome, verbose)
     lines += requeued_lines(outcome)
     for p in problems(outcome):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -251,6 +252,21 @@ def jit_line_ranges(module: ModuleType, path: Path) -> list[tuple[int, int, str]
             continue
         ranges.append((start, start + len(lines) - 1, fn.__name__))
     return ranges
+
+
+DOT_CALL = re.compile(r"\bdot\s*\(")
+IEEE_DOT = re.compile(r"""input_precision\s*=\s*["']ieee["']|allow_tf32\s*=\s*False""")
+
+
+def dot_may_use_tf32(km: KernelModule) -> bool:
+    """Whether a @triton.jit function of kernel.py calls tl.dot without asking for IEEE float32 on that line:
+    tl.dot multiplies float32 inputs in TF32 unless told otherwise (its input_precision defaults to "tf32")."""
+    try:
+        lines = km.path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(DOT_CALL.search(line) and not IEEE_DOT.search(line)
+               for first, last, _ in km.jit_line_ranges for line in lines[first - 1:last])
 
 
 def find_autotuners(module: ModuleType) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from ..project.contract import (
     Case,
     KernelModule,
     describe_config,
+    dot_may_use_tf32,
     find_autotuners,
     first_line,
     is_compilation_error,
@@ -36,7 +37,7 @@ from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training, input_names
 from .edge_cases import first_case_per_dtype, once_per_dtype
-from .failures import interpreter_cannot_run, is_refusal
+from .failures import interpreter_cannot_run, is_refusal, not_runnable_note
 from .guards import Guards
 from .handoff import CaseData, ExtraRun
 from .interpreter_fixes import OutOfBoundsAccess
@@ -87,6 +88,7 @@ class Verifier:
         self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
+        self.dot_may_use_tf32 = dot_may_use_tf32(km)
         self.pins = pins or {}
         for name, index in self.pins.items():
             tuner = self.autotuners.get(name)
@@ -204,6 +206,7 @@ class Verifier:
 
     def deliver(self, data: CaseData) -> CaseResult:
         """Hand a case to the judge: the judge process when there is one (it reports the verdict), else here."""
+        data.dot_may_use_tf32 = self.dot_may_use_tf32
         if self.remote_judge is not None:
             return self.remote_judge(data)
         result = self.local_judge.judge(data)
@@ -463,6 +466,12 @@ class Verifier:
                     except BaseException as exc:  # noqa: BLE001
                         if guards is not None:
                             guards.check([], [])  # margins put back: what this call wrote is not the next's
+                        skipped = not_runnable_note(exc)
+                        if skipped:  # more shared memory than this GPU has: the autotuner never picks it
+                            data.status, data.duration_s = "skipped", time.perf_counter() - start
+                            data.notes.append(skipped)
+                            results.append(self.deliver(data))
+                            continue
                         results.append(self.deliver(self._error_data(data, case, exc, start,
                                                                      launched=LaunchCounter.count)))
                         continue

@@ -1,6 +1,7 @@
 """What an exception kernel_fn raised means, for the battery: an explicit refusal of a generated shape (the
-case is dropped), something the Triton interpreter cannot run (a verdict on a GPU only), or else a crash
-(the case fails). README "What verified means": Refusals; the GPU ONLY verdict.
+case is dropped), something the Triton interpreter cannot run (a verdict on a GPU only), a forced autotune
+config this GPU cannot launch (skipped, as the autotuner skips it), or else a crash (the case fails).
+README "What verified means": Refusals; the GPU ONLY verdict; Autotuned kernels.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..project.contract import exception_chain, root_cause
+from ..project.contract import exception_chain, first_line, root_cause
 
 REFUSALS = (ValueError, TypeError, AssertionError, NotImplementedError)
 GPU_ONLY = "this kernel is checkable on a GPU only"
+# Triton's OutOfResources names the resource; the unit its numbers count (triton/compiler/compiler.py)
+RESOURCE_UNITS = {"shared memory": "bytes of shared memory", "tensor memory": "columns of tensor memory",
+                  "threads": "threads per program"}
 
 
 def interpreter_cannot_run(exc: BaseException) -> str:
@@ -43,3 +47,30 @@ def is_refusal(exc: BaseException, kernel_path: Any) -> bool:
     last = frames[-1]
     inside = Path(last.filename).resolve().is_relative_to(Path(kernel_path).resolve().parent)
     return inside and (last.line or "").lstrip().startswith(("raise", "assert"))
+
+
+def out_of_resources(exc: BaseException) -> str:
+    """How a config exceeds this GPU, when Triton's OutOfResources is why `exc` was raised ("" otherwise):
+    "needs 262144 bytes of shared memory, has 232448". Triton's autotuner catches exactly this error (with
+    compile-time asserts and ptxas errors) while timing, gives the config an infinite time and never picks
+    it; a forced config that raises it is one the autotuner would have skipped."""
+    try:
+        from triton.runtime.errors import OutOfResources
+    except ImportError:  # pragma: no cover - a Triton that moved it: the class name still says
+        OutOfResources = None  # noqa: N806
+    for link in exception_chain(exc):
+        if (OutOfResources is not None and isinstance(link, OutOfResources)) \
+                or any(cls.__name__ == "OutOfResources" for cls in type(link).__mro__):
+            required, limit = getattr(link, "required", None), getattr(link, "limit", None)
+            name = str(getattr(link, "name", "") or "")
+            if required is None or limit is None:
+                return first_line(link) or type(link).__name__
+            return f"needs {required} {RESOURCE_UNITS.get(name, name or 'of a resource')}, has {limit}"
+    return ""
+
+
+def not_runnable_note(exc: BaseException) -> str:
+    """The note of a forced config this GPU cannot launch ("" when `exc` says something else)."""
+    why = out_of_resources(exc)
+    return f"not runnable on this GPU ({why}): skipped, as the autotuner skips it" if why else ""
+

@@ -15,23 +15,38 @@ buffers the backward allocates, NaN positions, tolerances per dtype against the 
 autograd, repeat calls, every autotune config, generated edge shapes, launch counts) applies to the
 gradients as to outputs, and a failure names the input whose gradient is wrong and where.
 
-Refused outright, with a message: a backward that launched no Triton kernel (torch autograd computed
-the gradients) when `require_triton` holds, and a missing gradient (None) for an input that requires
-grad.
+Refused outright, with a message: a call in which neither the forward nor the backward launched a Triton
+kernel (torch computed everything) when `require_triton` holds, and a missing gradient (None) for an input
+that requires grad.
+
+Where the gradients come from. A backward need not launch a kernel of its own: a fused loss's forward kernel
+often writes the gradient too, saved for a backward that only scales it in torch (Liger's and Unsloth's
+cross-entropy). What must not pass is a gradient torch computed from the inputs alone (a backward recomputed
+in torch, or the outputs' values from Triton with torch autograd's gradient behind them). The backward runs
+inside the autograd engine, where no torch function mode sees it (the engine's call is dispatched with the mode
+taken off, and on a GPU it runs on the engine's own thread), so its ops cannot be followed; what it reads can:
+the saved tensors it unpacks (saved-tensor hooks, called on whichever thread unpacks) and the tensors a
+torch.autograd.Function keeps on its ctx. When the backward launched no Triton kernel and none of what it read
+holds data a Triton kernel wrote in the forward, its gradients are torch autograd's: the torch-ops check
+(verify/torchops.py, in the case's second call, which follows every storage) fails them, saying so. A backward
+that reads such data and ignores it (recomputing everything from the inputs beside it) is not told apart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import zlib
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from ..project.contract import KernelModule
 from .launches import LaunchCounter
 from .tensors import flatten_outputs
+from .torchops import TorchOpRecorder
 
 
 class GradientError(Exception):
@@ -94,16 +109,25 @@ def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str],
     @torch.enable_grad()  # a benchmark times its calls under torch.no_grad
     def call(*inputs: Any) -> dict[str, Any]:
         leaves = as_leaves(inputs, indices)
-        out = fn(*leaves)
+        # Where the gradients come from is followed in the call the torch-ops check records (the case's second)
+        recorder = TorchOpRecorder.active if is_kernel and require_triton else None
+        reads = BackwardReads() if recorder is not None else None
+        started = LaunchCounter.count
+        with reads.saved() if reads is not None else contextlib.nullcontext():
+            out = fn(*leaves)
         differentiable = differentiable_outputs(out, is_kernel)
+        if reads is not None:
+            reads.kept_on_ctx([t for _, t in differentiable])
         targets = [leaves[i] for i in indices]
         before = LaunchCounter.count
         grads = torch.autograd.grad([t for _, t in differentiable], targets,
                                     [upstream(t, n) for n, t in differentiable], allow_unused=True)
-        if is_kernel and require_triton and LaunchCounter.count == before:
-            raise GradientError("the backward launched no Triton kernel: torch autograd computed the gradients "
-                                "(give the torch.autograd.Function a backward that launches Triton kernels; "
-                                "[verify] require_triton = false allows it)")
+        if is_kernel and require_triton and LaunchCounter.count == started:
+            raise GradientError("neither the forward nor the backward launched a Triton kernel: torch computed the "
+                                "outputs and torch autograd the gradients (give the torch.autograd.Function Triton "
+                                "kernels; [verify] require_triton = false allows it)")
+        if reads is not None and LaunchCounter.count == before and not recorder.holds_triton_data(reads.tensors):
+            recorder.computed_by_autograd([g for g in grads if g is not None])
         result: dict[str, Any] = {"out": detached(out)}
         for i, grad in zip(indices, grads):
             if grad is None:
@@ -115,6 +139,56 @@ def with_gradients(fn: Callable[..., Any], indices: list[int], names: list[str],
         return result
 
     return call
+
+
+class BackwardReads:
+    """What a backward reads besides the upstream gradients (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.tensors: list[torch.Tensor] = []
+        self.every_saved = False  # saved-tensor hooks could not be set: every saved tensor counts as read
+
+    @contextlib.contextmanager
+    def saved(self) -> Iterator[None]:
+        """Around the forward: each tensor it saves for the backward joins `tensors` when the backward unpacks it
+        (not where saved-tensor hooks are disabled, by a library's own checkpointing: then every saved tensor)."""
+        hooks = torch.autograd.graph.saved_tensors_hooks(_detached_tensor, self._unpacked)
+        try:
+            hooks.__enter__()
+        except RuntimeError:
+            self.every_saved = True
+            yield
+            return
+        try:
+            yield
+        finally:
+            hooks.__exit__(None, None, None)
+
+    def _unpacked(self, t: torch.Tensor) -> torch.Tensor:
+        self.tensors.append(t)
+        return t
+
+    def kept_on_ctx(self, outputs: list[torch.Tensor]) -> None:
+        """The tensors each torch.autograd.Function behind `outputs` keeps on its ctx (`ctx.grad = ...`, outside
+        save_for_backward), and every node's saved tensors where the hooks could not follow them."""
+        seen, nodes = set(), [t.grad_fn for t in outputs]
+        while nodes:
+            node = nodes.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            nodes += [child for child, _ in getattr(node, "next_functions", ())]
+            values = list(getattr(node, "__dict__", {}).values())
+            if self.every_saved:
+                for name in ["saved_tensors"] + [n for n in dir(node) if n.startswith("_saved_")]:
+                    with contextlib.suppress(RuntimeError, AttributeError):
+                        values.append(getattr(node, name))
+            leaves, _ = tree_flatten(values)
+            self.tensors += [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+
+
+def _detached_tensor(t: torch.Tensor) -> torch.Tensor:
+    return t.detach()  # the saved tensor itself would hold its own graph in a cycle until the garbage collector
 
 
 def detached(value: Any) -> Any:

@@ -129,6 +129,9 @@ class CaseData:
     torch_ops_unknown: str = ""
     extra_runs: list[ExtraRun] = field(default_factory=list)
     mutation_hints: list[str] = field(default_factory=list)  # notes for a case that fails having changed an input
+    # kernel.py's @triton.jit code calls tl.dot, which multiplies float32 in TF32 by default: a float32 output
+    # failing by TF32-sized errors is said to be that (judge.Judge._tf32_hint)
+    dot_may_use_tf32: bool = False
     checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)
     duration_s: float = 0.0
     not_plain: list[int] = field(default_factory=list)  # outputs that were no plain torch.Tensor (also set on unpack)

@@ -48,11 +48,13 @@ from ..events import CaseResult
 from ..project.config import Tolerance, VerifyConfig
 from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
-from .torchops import base_name
+from .torchops import AUTOGRAD, base_name
 from .value_stress import stress_factor, stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
+TF32_HINT = ("errors consistent with TF32 (tl.dot's default input_precision): pass input_precision='ieee' for "
+             "float32 accuracy, or accept TF32 with `[verify] fp32_precision = \"tf32\"`")
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 # A reference that had to run in the inputs' own 16-bit dtype (a benchmark shape too big for float32)
 # carries rounding errors of the kernel's size: the tolerances widen by this factor, and the verdict says so.
@@ -83,6 +85,7 @@ class Judge:
             return result
         result.messages = list(data.messages)
         self._outputs(result, data)
+        self._tf32_hint(result, data)
         mutated = self._inputs(result, data)
         self._launches(result, data)
         self._out_of_bounds(result, data)
@@ -190,6 +193,27 @@ class Judge:
         for check in ("values", "unwritten", "nan", "dtype", "shape", "structure"):
             result.checks.setdefault(check, "passed")
 
+    def _tf32_hint(self, result: CaseResult, data: CaseData) -> None:
+        """A float32 output that fails float32's tolerance but would pass TF32's, from a kernel whose tl.dot
+        multiplies in TF32 by default: the failure stands, and says what it most likely is."""
+        tf32, fp32 = self.config.tolerance_for("tf32"), self.config.tolerance_for("float32")
+        if not data.dot_may_use_tf32 or self.config.fp32_precision == "tf32" or tf32 is None or fp32 is None \
+                or result.checks.get("values") != "failed":
+            return
+        order, _ = paired_by_name(data.names, data.reference_names, len(data.first), len(data.reference))
+        for j, i in enumerate(order):
+            if i is None:
+                continue
+            out, expected = data.first[i], data.reference[j]
+            if dtype_name(out) != "float32" or out.shape != expected.shape:
+                continue
+            native = data.native[j] if j < len(data.native) else None
+            if self._compare(out, expected, native, fp32).passed \
+                    or not self._compare(out, expected, native, tf32).passed:
+                continue
+            name = data.names[i] if i < len(data.names) else f"[{i}]"
+            result.messages.append((f"output{name}: " if len(data.reference) > 1 else "") + TF32_HINT)
+
     def _inputs(self, result: CaseResult, data: CaseData) -> list[str]:
         """The input and aliasing checks; returns the inputs the kernel changed ("#1"), declared or not."""
         mutated = [f"#{i}" for i, (now, before) in enumerate(zip(data.after, data.before))
@@ -252,11 +276,20 @@ class Judge:
         if not found:
             result.checks["torch_ops"] = "passed" if data.launches is not None else "skipped: not followed"
             return
-        ops = sorted({op for _, refused in found for op in refused})
-        where = "; ".join(f"{output} with {', '.join(refused)}" for output, refused in found)
-        allow = ", ".join(f'"{op}"' for op in ops)
-        result.messages.append(f"kernel_fn computed with torch ops: {where} (no Triton kernel wrote any of it); "
-                               f"if torch is meant to, [verify] allow_torch_ops = [{allow}]")
+        gradients = [output for output, refused in found if refused == [AUTOGRAD]]
+        found = [(output, refused) for output, refused in found if refused != [AUTOGRAD]]
+        if gradients:
+            result.messages.append(
+                f"{', '.join(gradients)}: torch autograd computed {'it' if len(gradients) == 1 else 'them'}: the "
+                "backward launched no Triton kernel and read nothing a Triton kernel wrote in the forward (give the "
+                "torch.autograd.Function a backward that launches Triton kernels, or save for it the gradient a "
+                f'forward kernel writes); if torch is meant to, [verify] allow_torch_ops = ["{AUTOGRAD}"]')
+        if found:
+            ops = sorted({op for _, refused in found for op in refused})
+            where = "; ".join(f"{output} with {', '.join(refused)}" for output, refused in found)
+            allow = ", ".join(f'"{op}"' for op in ops)
+            result.messages.append(f"kernel_fn computed with torch ops: {where} (no Triton kernel wrote any of it); "
+                                   f"if torch is meant to, [verify] allow_torch_ops = [{allow}]")
         result.checks["torch_ops"] = "failed"
 
     def _extra_runs(self, result: CaseResult, data: CaseData) -> None:

@@ -20,6 +20,10 @@ kernel had a hand in while torch computed it: ``noop[(1,)](x); return x * 2 + y`
 An output whose contents hold no Triton-written data and were computed by torch ops is reported with
 those ops' names. The judge decides (``[verify] allow_torch_ops``).
 
+A training kernel's gradients (verify/gradients.py) come out of one `torch.autograd.grad` call, which the mode
+sees whole: they hold what its arguments held, unless the backward launched no Triton kernel and read nothing
+a Triton kernel wrote, when gradients.py marks them computed with `AUTOGRAD`.
+
 The recorder stands down, reporting nothing, when it cannot follow every launch (a kernel.py that
 launches a compiled kernel directly, which Triton's launch hook counts but no wrapper sees) or when
 recording fails: an unknown is never a finding. Triton's own work inside a launch (the interpreter
@@ -36,6 +40,8 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._pytree import tree_flatten
 
 from .launches import LaunchCounter
+
+AUTOGRAD = "torch.autograd.grad"  # what a gradient torch autograd computed alone is said to be computed with
 
 # torch functions that only allocate, fill, move, cast or read a value out: never "torch doing the work".
 # (Views need no list: a result that shares an argument's storage is a view of it.) Names as torch resolves
@@ -241,6 +247,22 @@ class TorchOpRecorder:
         finally:
             self.in_launch = False
         return result
+
+    def holds_triton_data(self, tensors: list[torch.Tensor]) -> bool:
+        """Whether any of `tensors` holds data a Triton kernel wrote in this call (or torch computed from such)."""
+        for t in tensors:
+            key = _key(t)
+            contents = self.contents.get(key) if key is not None else None
+            if contents is not None and contents.triton:
+                return True
+        return False
+
+    def computed_by_autograd(self, gradients: list[torch.Tensor]) -> None:
+        """`gradients` are torch autograd's alone: no Triton kernel wrote them or what they were computed from."""
+        for t in gradients:
+            contents = self._contents(t)
+            if contents is not None:
+                contents.triton, contents.ops = False, {AUTOGRAD}
 
     def computed_by_torch(self, outputs: list[torch.Tensor], names: list[str]) -> list[str]:
         """'output[0]: torch.add, torch.mul' for each output torch computed with no Triton kernel's

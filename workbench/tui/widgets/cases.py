@@ -237,15 +237,17 @@ def case_detail(row: CaseRow, run: RunState | None) -> RenderableType:
         parts.append(Text("not run yet", style="grey50"))
     failing = [c for c in row.configs if c.status in ("failed", "error")]
     if row.configs:
+        ok, total = row.configs_passed
         parts.append(Text(""))
-        parts.append(Text(f"autotune configs: {fmt_part(row.configs_passed[0], len(row.configs), ' of ')} pass",
-                          style="bold"))
+        parts.append(Text(f"autotune configs: {fmt_part(ok, total, ' of ')} pass", style="bold"))
         for config in row.configs:
             line = Text("  ")
             line.append(f"{MARK.get(config.status, '?')} ", style=MARK_COLOR.get(config.status, ""))
             line.append(config.config)
             if config.status != "passed" and config.messages:
                 line.append(f"  {config.messages[0]}", style="red1")
+            elif config.status == "skipped" and config.notes:
+                line.append(f"  {config.notes[0]}", style="grey70")
             parts.append(line)
         for config in failing[:1]:
             if config.error_map and (result is None or not result.error_map):
