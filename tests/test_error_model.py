@@ -11,7 +11,8 @@ from workbench.core.project.config import DEFAULT_TOLERANCES, ConfigError, Proje
 from workbench.core.verify.compare import compare
 from workbench.core.verify.error_model import torch_error
 from workbench.core.verify.handoff import CaseData, ExtraRun
-from workbench.core.verify.judge import Judge, paired_by_name
+from workbench.core.verify.judge import Judge
+from workbench.core.verify.structure import paired_by_name
 
 BF16 = DEFAULT_TOLERANCES["bfloat16"]
 FP32 = DEFAULT_TOLERANCES["float32"]
