@@ -43,6 +43,10 @@ Gaps where a kernel that runs on a GPU failed here (interpreter_gaps.py):
   for the compiled kernel whose `kernel[grid](...)` runs interpreted.
 - scalar tensors as ints: `range(tl.program_id(0), ...)` on Triton 3.6 with numpy 2.4.
 
+And Python the compiler gives a meaning of its own (interpreter_python.py): `and`/`or` between tensors
+(logical_and/or, as compiled), module-level aliases of tl builtins (`triton_cast = tl.cast`), and a launcher
+entering its tensors' device (`torch.get_device_module().device(x.device)`, `torch.cuda.device(...)`).
+
 What cannot match bit for bit: the order in which a GPU adds up a 16-bit
 reduction follows the kernel's layout (threads, warps), which the interpreter
 does not have; its tree gives errors of the same size, not the same bits.
@@ -53,6 +57,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .interpreter_gaps import FIXES as GAP_FIXES
+from .interpreter_python import FIXES as PYTHON_FIXES
 
 try:
     import numpy as np
@@ -83,6 +88,7 @@ def apply() -> list[str]:
         ("16-bit float reductions", _fix_reductions),
         ("flush-to-zero approximate sqrt", _fix_approx_sqrt_ftz),
         *GAP_FIXES,
+        *PYTHON_FIXES,
     ]
     interpreter._workbench_fixes = [name for name, fix in fixes if fix(interpreter, tl)]
     return interpreter._workbench_fixes
