@@ -103,3 +103,35 @@ def get_inputs(n=1000):
 '''
 
 DEVICE_CONTEXT_WRONG = DEVICE_CONTEXT.replace("tl.load(x_ptr + offs, mask=mask) * 2", "tl.load(x_ptr + offs, mask=mask) * 3")
+
+# an int launch argument used as a tensor (`stride.to(tl.int64)`): runs on Triton 3.6's and 3.9's interpreters
+INT_ARGUMENT_AS_TENSOR = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rows(x_ptr, y_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    base = row.to(tl.int64) * stride.to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    tl.store(y_ptr + base + cols, tl.load(x_ptr + base + cols, mask=mask) + 1, mask=mask)
+
+
+def rows(x):
+    y = torch.empty_like(x)
+    _rows[(x.shape[0],)](x, y, x.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+kernel_fn = rows
+
+
+def reference_fn(x):
+    return x + 1
+
+
+def get_inputs(r=7, c=100):
+    return [torch.randn(r, c, device="cuda")]
+'''

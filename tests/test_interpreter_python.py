@@ -7,7 +7,7 @@ import pytest
 from run_helpers import ONLY_CASES, failing, verify_json
 
 
-@pytest.mark.parametrize("name", ["AND_MASK", "OR_MASK", "BUILTIN_ALIAS", "DEVICE_CONTEXT"])
+@pytest.mark.parametrize("name", ["AND_MASK", "OR_MASK", "BUILTIN_ALIAS", "DEVICE_CONTEXT", "INT_ARGUMENT_AS_TENSOR"])
 def test_the_construct_runs_under_the_interpreter(cli, make_project, name):
     code, rec = verify_json(cli, make_project(getattr(k, name), name=name.lower(), toml=ONLY_CASES))
     assert code == 0, failing(rec) + rec["problems"]

@@ -71,6 +71,13 @@ def _fix_boolean_operators(interpreter: Any, tl: Any) -> bool:
     # The rewritten function's globals get the interpreter module's names it lacks (FunctionRewriter).
     setattr(interpreter, BOOL_OP_HELPER, boolean_operator(tl))
     transformer.visit_BoolOp = _BooleanOperators.visit_BoolOp
+    original_assign = getattr(transformer, "visit_Assign", None)
+    if original_assign is not None:
+        def visit_Assign(self: Any, node: ast.Assign) -> Any:
+            # Triton 3.6 wraps an assignment's value without visiting it: its boolean operators first
+            node.value = _BooleanOperators().visit(node.value)
+            return original_assign(self, node)
+        transformer.visit_Assign = visit_Assign
     return True
 
 
