@@ -35,7 +35,7 @@ NOT_POSTED = "the kernel's time is not posted"
 
 
 def withholds(note: str) -> bool:
-    """Whether a note of this module's withholds the time (those on the bytes' lower bound do not)."""
+    """Whether a note of this module's withholds the time."""
     return NOT_POSTED in note
 
 
@@ -100,19 +100,21 @@ def flops_ceiling_factor(element_bits: Iterable[int]) -> float:
 def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source: str,
                       tflops: float | None, matmul_tflops: float | None, flops_source: str = FLOPS_FROM_KERNEL,
                       flops_factor: float = 1.0, margin: float = PLAUSIBLE_MARGIN) -> list[str]:
-    """Each rate above its ceiling by more than `margin`, as a note ([]: plausible). The note names where the
-    bytes or FLOPs came from: a claim in kernel.py may be what is wrong. A note that says NOT_POSTED
-    withholds the time (`withholds`); one on the bytes' lower bound does not (a correct kernel that reads part of an input,
-    a table lookup, goes past it: its GB/s is not what it moved, and the note says so)."""
+    """Each rate above its ceiling by more than `margin`, as a note that withholds the time ([]: plausible). The
+    note names where the bytes or FLOPs came from: a claim in kernel.py may be what is wrong. On the bytes' lower
+    bound too: a kernel that reads only part of an input (a table lookup) goes past it, and declares what it
+    moves with bytes_moved(); one that does not is held to the bound, which every kernel reading its inputs
+    moves at least."""
     found = []
     if gbps is not None and copy_gbps and gbps > copy_gbps * (1 + margin):
         rate = f"{fmt_bandwidth(gbps)} against a {fmt_bandwidth(copy_gbps)} ceiling"
         if bytes_source == BYTES_LOWER_BOUND:
-            found.append(f"above the ceiling: {rate} (bytes from the lower bound: inputs read once + outputs written "
-                         f"once), more than {margin:.0%} above the fastest copy this GPU measured: the bound counts "
-                         "every input read in full, and a kernel reading only part of an input (a lookup into a "
-                         "table) moves less; its GB/s is not what it moved: bytes_moved() in kernel.py can say how "
-                         "much it does (the time is posted)")
+            found.append(f"implausible: {rate} (bytes from the lower bound: inputs read once + outputs written "
+                         f"once), more than {margin:.0%} above the fastest copy this GPU measured: a kernel that "
+                         "reads every input moves at least that much, so the timed calls did less than the work, or "
+                         "it ran where the timing does not look (another stream or thread), or data stayed in the L2 "
+                         "flushed before every call; a kernel that reads only part of an input (a lookup into a "
+                         f"table) says how much it moves with bytes_moved() in kernel.py; {NOT_POSTED}")
         else:
             source = BYTES_FROM_KERNEL if bytes_source == BYTES_FROM_KERNEL else (bytes_source or "an unnamed source")
             found.append(f"implausible: {rate} (bytes from {source}), more than {margin:.0%} above the fastest copy "
