@@ -424,6 +424,17 @@ class FakeChecker:
         return self.passed(case)
 
 
+def cpu_streams(monkeypatch, stream=7):
+    """escapes.TimedCalls without a GPU: every call on stream `stream`, no probe, no persisting L2."""
+    from workbench.core.timing import escapes
+
+    monkeypatch.setattr(escapes.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: stream)
+    monkeypatch.setattr(escapes.l2persist, "reset", lambda: "")
+    monkeypatch.setattr(escapes.l2persist, "set_aside_bytes", lambda: 0)
+    monkeypatch.setattr(escapes.TimedCalls, "probe", lambda self: None)
+
+
 def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
     """One case through CaseBencher._run: `measure` calls the timed fn 300 times and says `median_ms`."""
     from workbench.core.events import DeviceFacts
@@ -438,6 +449,7 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
         return Measurement(kernel_timing(median_ms) if what == "kernel" else kernel_timing(1.0))
 
     monkeypatch.setattr(bench, "measure", fake_measure)
+    cpu_streams(monkeypatch)
     monkeypatch.setattr(bench, "gpu_state", lambda uuid="": GpuState())
     monkeypatch.setattr(bench, "device_uuid", lambda: "")
     monkeypatch.setattr(bench, "free_device_bytes", lambda: GIB)

@@ -41,3 +41,17 @@ sleep = torch.cuda._sleep
 def record(event: Any, stream: Any = None) -> None:
     """`event` recorded on `stream` (the current stream when None)."""
     _record_on(event, stream if stream is not None else current_stream())
+
+
+# For escapes.py: the stream a launch goes to, as a raw handle, and another stream's work delayed from a hook.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+current_device = torch.cuda.current_device
+ExternalStream = torch.cuda.ExternalStream
+use_stream = torch.cuda.stream
+
+
+def raw_current_stream() -> int:
+    """The current stream's handle on the current device (what Triton launches on)."""
+    if _raw_stream is not None:
+        return int(_raw_stream(current_device()))
+    return int(current_stream().cuda_stream)
