@@ -53,11 +53,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(args.workbench.resolve()))
-    tag = args.workbench.resolve().name
+    root = args.workbench.resolve()
+    env = dict(os.environ, PYTHONPATH=str(root))
+    tag = root.name
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "workbench", "new", "rmsnorm", "--dir", tmp], env=env, check=True,
-                       capture_output=True)
+                       capture_output=True, cwd=root)  # cwd: `python -m` puts it first on sys.path
         shipped = (Path(tmp) / "rmsnorm" / "kernel.py").read_text()
         for n, (label, launcher) in enumerate(VARIANTS.items()):
             project = Path(tmp) / f"v{n}"
@@ -65,7 +66,7 @@ def main() -> int:
             (project / "kernel.py").write_text(shipped + ONE_CASE + launcher)
             (project / "workbench.toml").write_text(TOML)
             done = subprocess.run([sys.executable, "-m", "workbench", "bench", str(project), "--json", "--no-plot"],
-                                  env=env, capture_output=True, text=True)
+                                  env=env, capture_output=True, text=True, cwd=root)
             (args.out / f"{tag}-v{n}.json").write_text(done.stdout)
             try:
                 record = json.loads(done.stdout)["projects"][0]
@@ -73,12 +74,12 @@ def main() -> int:
             except (ValueError, KeyError, IndexError):
                 print(f"{tag} | {label}: exit {done.returncode}, no bench row: {done.stdout[-400:]} {done.stderr[-400:]}")
                 continue
-            frac = row.get("bandwidth_fraction")
-            print(f"{tag} | {label}: median {row['median_ms'] and row['median_ms'] * 1e3:.4} us, "
-                  f"{row['gbps'] and round(row['gbps'])} GB/s, "
-                  f"{'' if frac is None else f'{frac:.0%} of copy'}, "
-                  f"{row['speedup_vs_reference'] and round(row['speedup_vs_reference'], 2)}x torch, "
-                  f"withheld {row['withheld']!r}; summary: {record.get('bench_summary', '')[:160]}")
+            median, gbps, frac, speedup = (row.get(k) for k in ("median_ms", "gbps", "bandwidth_fraction",
+                                                                 "speedup_vs_reference"))
+            print(f"{tag} | {label}: median {'-' if median is None else f'{median * 1e3:.2f} us'}, "
+                  f"{'-' if gbps is None else f'{gbps:.0f} GB/s ({frac:.0%} of copy)'}, "
+                  f"{'-' if speedup is None else f'{speedup:.2f}x torch'}, withheld {row['withheld']!r}; "
+                  f"summary: {record.get('bench_summary', '')[:200]}")
     return 0
 
 
