@@ -16,15 +16,29 @@ QUICK = "[bench]\nwarmup_ms = 50\nrep_ms = 200\ncompare_torch_compile = false\n"
 NO_COMPAT = "[verify]\ntorch_compile = false\ncuda_graph = false\n"
 
 
+@pytest.fixture(scope="module")
+def ceilings_dir(tmp_path_factory):
+    """One cache for the module: this GPU's ceilings are measured once, not for every kernel."""
+    return tmp_path_factory.mktemp("cache")
+
+
+HONEST_ROWS: dict = {}
+
+
 @pytest.fixture
-def bench(cli, make_project, tmp_path, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "cache"))
+def bench(cli, make_project, ceilings_dir, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(ceilings_dir))
 
     def run(source, name):
+        if source is hacks.HONEST and HONEST_ROWS:
+            return HONEST_ROWS["run"]
         code, out, err = cli("bench", make_project(source, name=name, toml=QUICK + NO_COMPAT), "--json", "--no-plot")
         record = json.loads(out)["projects"][0]
         record["_said"] = out[-3000:] + err[-2000:]  # for the assertions' messages
-        return code, record, (record.get("bench") or [None])[-1]
+        found = code, record, (record.get("bench") or [None])[-1]
+        if source is hacks.HONEST:
+            HONEST_ROWS["run"] = found
+        return found
 
     return run
 
