@@ -37,7 +37,6 @@ def _write_into(cls, name, fake):
 
 _write_into(torch._C._CudaEventBase, "elapsed_time", lambda self, end: 1e-6)
 _write_into(torch._C._CUDAGraph, "replay", lambda self: None)
-assert torch.cuda.Event(enable_timing=True).elapsed_time(None) == 1e-6  # the patch took
 ''')
 
 # -- results kept from an earlier call -------------------------------------------------------------------

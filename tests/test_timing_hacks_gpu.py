@@ -33,7 +33,10 @@ def bench(cli, make_project, ceilings_dir, monkeypatch):
         if source is hacks.HONEST and HONEST_ROWS:
             return HONEST_ROWS["run"]
         code, out, err = cli("bench", make_project(source, name=name, toml=QUICK + NO_COMPAT), "--json", "--no-plot")
-        record = json.loads(out)["projects"][0]
+        try:
+            record = json.loads(out)["projects"][0]
+        except ValueError:
+            pytest.fail(f"workbench bench exited {code} without a JSON record: {out[-2000:]} {err[-2000:]}")
         record["_said"] = out[-3000:] + err[-2000:]  # for the assertions' messages
         found = code, record, (record.get("bench") or [None])[-1]
         if source is hacks.HONEST:
