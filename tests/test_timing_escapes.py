@@ -62,6 +62,12 @@ def test_the_watch_tells_the_timed_stream_from_another_and_a_call_from_none(monk
         worker.start()
         worker.join()
     assert later.seen.deferred == 2 and later.seen.other_thread == 1
+    capturing = TimedCalls(lambda: launch_on(7))
+    with capturing.watching():  # stream 7 when the timing began
+        monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: 11)  # a graph capturing on its own stream
+        capturing()
+    assert capturing.seen.off_stream == 0  # the outer stream: a capture that fails, then timed by events there
+    monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: 7)
     paused = TimedCalls(lambda: None)
     with paused.watching(), LaunchCounter.paused():
         launch_on(7)  # a backward's untimed forward (modes.py): set-up, not the timed work

@@ -105,6 +105,7 @@ class TimedCalls:
         self._thread = threading.get_ident()
         self._inside = 0
         self._timed_stream = 0
+        self._outer_stream = 0  # the stream current when the timing began: a CUDA graph's capture is on another
         self._probing: dict[str, Any] | None = None
 
     def __call__(self) -> Any:
@@ -124,13 +125,16 @@ class TimedCalls:
             self.seen.deferred += 1
             if threading.get_ident() != self._thread:
                 self.seen.other_thread += 1
-        elif stream != self._timed_stream:
+        elif stream != self._timed_stream and stream != self._outer_stream:
+            # (a launch on the outer stream while a graph captures on its own makes the capture fail, and the
+            # call is then timed by events on the outer stream: it is not work the timing misses)
             self.seen.off_stream += 1
 
     @contextmanager
     def watching(self) -> Iterator["TimedCalls"]:
         """The timed calls: persisting L2 reset before, launches watched during, threads and L2 read after."""
         self.seen.reset_note = l2persist.reset()
+        self._outer_stream = cuda.raw_current_stream()
         before = {t.ident for t in threading.enumerate()}
         _Hooks.active = self
         try:
