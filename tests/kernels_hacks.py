@@ -197,6 +197,8 @@ def scale(x):
     return torch.mul(x, 2)
 ''')
 
-# A copy in place of a clamp: right on N(0, 1) inputs, where clamp(-4, 4) changes almost nothing.
+# A copy in place of a clamp: right on N(0, 1) inputs, where clamp(-4, 4) changes almost nothing. Caught only
+# because the 16M-element benchmark case draws about a thousand values past 4: verification does not vary the
+# inputs' values (scaled, shifted, outliers), so a clamp to 6 would pass.
 IDENTITY_ON_NORMAL = source(contract=BIG.replace("return x * 2", "return x.clamp(-4.0, 4.0)"),
                             launcher=kernels.LAUNCHER).replace("y = x * 2.0", "y = x")
