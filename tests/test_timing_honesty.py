@@ -16,10 +16,12 @@ from workbench.core.timing.plausible import (
     PLAUSIBLE_MARGIN,
     affordable_sets,
     flops_ceiling_factor,
+    headline,
     implausible_rates,
     launch_refusal,
     launches_per_call,
     rotation_note,
+    withholds,
 )
 from workbench.core.timing.rotation import (
     Rotation,
@@ -256,9 +258,9 @@ def test_a_bandwidth_past_the_copy_ceiling_is_implausible_and_names_where_the_by
     assert why.startswith("implausible: 31.0 TB/s against a 3.0 TB/s ceiling (bytes from bytes_moved() in kernel.py)")
     assert "may count more" in why and "not posted" in why
     (bound,) = implausible_rates(9000.0, 3000.0, BYTES_LOWER_BOUND, None, None)
-    assert bound.startswith("above the ceiling: 9.0 TB/s against a 3.0 TB/s ceiling (bytes from the lower bound")
-    assert "reading only part of an input" in bound and "(the time is posted)" in bound
-    assert "not posted" not in bound  # a lookup into a table is correct; its GB/s is what is wrong
+    assert bound.startswith("implausible: 9.0 TB/s against a 3.0 TB/s ceiling (bytes from the lower bound")
+    assert "bytes_moved() in kernel.py" in bound and withholds(bound)
+    assert headline(bound) == "implausible: 9.0 TB/s against a 3.0 TB/s ceiling"
 
 
 @pytest.mark.parametrize("gbps", [2900.0, 3000.0, 3000.0 * (1 + PLAUSIBLE_MARGIN) - 1, None])
@@ -422,6 +424,17 @@ class FakeChecker:
         return self.passed(case)
 
 
+def cpu_streams(monkeypatch, stream=7):
+    """escapes.TimedCalls without a GPU: every call on stream `stream`, no probe, no persisting L2."""
+    from workbench.core.timing import escapes
+
+    monkeypatch.setattr(escapes.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: stream)
+    monkeypatch.setattr(escapes.l2persist, "reset", lambda: "")
+    monkeypatch.setattr(escapes.l2persist, "set_aside_bytes", lambda: 0)
+    monkeypatch.setattr(escapes.TimedCalls, "probe", lambda self: None)
+
+
 def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
     """One case through CaseBencher._run: `measure` calls the timed fn 300 times and says `median_ms`."""
     from workbench.core.events import DeviceFacts
@@ -436,6 +449,7 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
         return Measurement(kernel_timing(median_ms) if what == "kernel" else kernel_timing(1.0))
 
     monkeypatch.setattr(bench, "measure", fake_measure)
+    cpu_streams(monkeypatch)
     monkeypatch.setattr(bench, "gpu_state", lambda uuid="": GpuState())
     monkeypatch.setattr(bench, "device_uuid", lambda: "")
     monkeypatch.setattr(bench, "free_device_bytes", lambda: GIB)
@@ -481,3 +495,14 @@ def test_a_case_past_the_copy_ceiling_posts_no_time(monkeypatch):
     assert result.withheld.startswith("implausible: ") and result.withheld.endswith("against a 3.0 TB/s ceiling")
     assert any("(bytes from bytes_moved() in kernel.py)" in n for n in result.notes)
     assert result.timed_launches_per_call == 1
+
+
+def test_a_case_past_the_copy_ceiling_on_the_lower_bound_posts_no_time(monkeypatch):
+    # 512 KiB in 50 ns: 10.5 TB/s against 3.0, with no bytes_moved() to say the kernel reads less than its inputs
+    result = bench_case(monkeypatch, launcher(LaunchCounter, "none"), median_ms=0.00005)
+    assert result.kernel is None and result.gbps is None and result.speedup_vs_reference is None
+    assert result.withheld == "implausible: 10.5 TB/s against a 3.0 TB/s ceiling", result.withheld
+    assert bench_summary([result]).startswith("bench: TIME NOT POSTED on case 3 (implausible: 10.5 TB/s")
+    declared = bench_case(monkeypatch, launcher(LaunchCounter, "none"), median_ms=0.00005,
+                          bytes_moved=lambda x: x.numel())  # a lookup reading a quarter of its input: 2.6 TB/s
+    assert declared.kernel is not None and declared.withheld == "", declared.notes

@@ -9,7 +9,9 @@ kernel, the reference and torch.compile(reference) timed by `timers.measure`
 counted: fewer per call than a call on a copy it had not seen posts no time);
 the kernel checked again after its timed calls (right once and wrong under
 repetition posts no time); bytes and FLOPs against this GPU's measured ceilings
-(a rate past them posts no time: plausible.py). Each result says where its
+(a rate past them posts no time: plausible.py); work the timed calls put on
+another stream, thread or after returning, or L2 set aside to persist, posts no
+time either (escapes.py). Each result says where its
 case's time went (BenchResult.phases).
 
 Large benchmark shapes can be too big for a float64 reference: it falls back to
@@ -66,8 +68,10 @@ from .modes import ModeError, TimedMode, takes_mode, timed_mode
 from .compiled import capture, gather
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
+from .escapes import TimedCalls
 from .plausible import (
     affordable_sets,
+    escape_refusals,
     flops_ceiling_factor,
     headline,
     implausible_rates,
@@ -395,14 +399,17 @@ class CaseBencher:
         phases.done("sample for the judge")
         try:
             rotation = self._rotation(result, inputs, originals, first_launches)
-            phases.done("input copies, a counted call on each")
+            timed_calls = TimedCalls(rotation, lambda: rotation.fn(*rotation.sets[0]))
+            timed_calls.probe()
+            phases.done("input copies, a counted call on each, a probe of its streams")
             launched_before = LaunchCounter.count
-            measured = measure(rotation, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
+            with timed_calls.watching():
+                measured = measure(timed_calls, self.config, self.flusher, self.watch, "kernel", result.bytes_moved)
             launched = LaunchCounter.count - launched_before
         finally:
             verdict = pending.result()  # a failure is reported before whatever the timing raised
-        calls = rotation.calls
-        del rotation  # the copies
+        calls, seen = rotation.calls, timed_calls.seen
+        del rotation, timed_calls  # the copies
         phases.done("timing (the judge checking meanwhile)")
         if verdict.status != "passed":
             return  # a wrong kernel's time is never posted
@@ -417,7 +424,10 @@ class CaseBencher:
         self._recheck(result, case, inputs, originals, ref)
         phases.done("recheck after timing")
         if result.recheck == "passed":
-            withhold(result, launch_refusal(launched, calls, result.checked_launches))
+            for why in [launch_refusal(launched, calls, result.checked_launches)] + escape_refusals(seen):
+                withhold(result, why)
+        if seen.reset_note:
+            result.notes.append(seen.reset_note)
         self._time_baselines(result, case, inputs, originals, phases)
         phases.done("baselines: the rest")
         self._derive(result)

@@ -7,6 +7,9 @@ kernel's time (BenchResult.withheld says why, its notes say it in full):
   not seen (a launcher that hands back what it computed before, when called again on the same tensors,
   times nothing). bench.py counts through verify/launches.LaunchCounter; rotation.py rotates several
   copies of the inputs through the timed calls, so a cache of the last call misses every time;
+- escapes: the timed calls launched on a stream they do not fork from and join back to the timed one, from
+  another thread, or after returning; started threads; or set L2 aside for persisting accesses, which the
+  flush before every call does not evict (escapes.TimedCalls watches; `escape_refusals` says why);
 - plausibility: a bandwidth above this GPU's measured copy ceiling, or FLOP/s above its matmul rate, by
   more than PLAUSIBLE_MARGIN. The ceilings are the best of several copies and a bf16 matmul, timed as
   kernels are (device.py), and the timer flushes the L2 before every call: a figure past them means the
@@ -15,7 +18,7 @@ kernel's time (BenchResult.withheld says why, its notes say it in full):
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..text import fmt_bandwidth, fmt_flops
 from .stats import BYTES_FROM_KERNEL, BYTES_LOWER_BOUND, FLOPS_FROM_KERNEL
@@ -35,7 +38,7 @@ NOT_POSTED = "the kernel's time is not posted"
 
 
 def withholds(note: str) -> bool:
-    """Whether a note of this module's withholds the time (those on the bytes' lower bound do not)."""
+    """Whether a note of this module's withholds the time."""
     return NOT_POSTED in note
 
 
@@ -100,19 +103,21 @@ def flops_ceiling_factor(element_bits: Iterable[int]) -> float:
 def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source: str,
                       tflops: float | None, matmul_tflops: float | None, flops_source: str = FLOPS_FROM_KERNEL,
                       flops_factor: float = 1.0, margin: float = PLAUSIBLE_MARGIN) -> list[str]:
-    """Each rate above its ceiling by more than `margin`, as a note ([]: plausible). The note names where the
-    bytes or FLOPs came from: a claim in kernel.py may be what is wrong. A note that says NOT_POSTED
-    withholds the time (`withholds`); one on the bytes' lower bound does not (a correct kernel that reads part of an input,
-    a table lookup, goes past it: its GB/s is not what it moved, and the note says so)."""
+    """Each rate above its ceiling by more than `margin`, as a note that withholds the time ([]: plausible). The
+    note names where the bytes or FLOPs came from: a claim in kernel.py may be what is wrong. On the bytes' lower
+    bound too: a kernel that reads only part of an input (a table lookup) goes past it, and declares what it
+    moves with bytes_moved(); one that does not is held to the bound, which every kernel reading its inputs
+    moves at least."""
     found = []
     if gbps is not None and copy_gbps and gbps > copy_gbps * (1 + margin):
         rate = f"{fmt_bandwidth(gbps)} against a {fmt_bandwidth(copy_gbps)} ceiling"
         if bytes_source == BYTES_LOWER_BOUND:
-            found.append(f"above the ceiling: {rate} (bytes from the lower bound: inputs read once + outputs written "
-                         f"once), more than {margin:.0%} above the fastest copy this GPU measured: the bound counts "
-                         "every input read in full, and a kernel reading only part of an input (a lookup into a "
-                         "table) moves less; its GB/s is not what it moved: bytes_moved() in kernel.py can say how "
-                         "much it does (the time is posted)")
+            found.append(f"implausible: {rate} (bytes from the lower bound: inputs read once + outputs written "
+                         f"once), more than {margin:.0%} above the fastest copy this GPU measured: a kernel that "
+                         "reads every input moves at least that much, so the timed calls did less than the work, or "
+                         "it ran where the timing does not look (another stream or thread), or data stayed in the L2 "
+                         "flushed before every call; a kernel that reads only part of an input (a lookup into a "
+                         f"table) says how much it moves with bytes_moved() in kernel.py; {NOT_POSTED}")
         else:
             source = BYTES_FROM_KERNEL if bytes_source == BYTES_FROM_KERNEL else (bytes_source or "an unnamed source")
             found.append(f"implausible: {rate} (bytes from {source}), more than {margin:.0%} above the fastest copy "
@@ -127,4 +132,43 @@ def implausible_rates(gbps: float | None, copy_gbps: float | None, bytes_source:
                      f"{flops_source or 'an unnamed source'}{scaled}), more than {margin:.0%} above it: flops() "
                      f"may count more than one call computes; if it does not, the timed calls did less than the "
                      f"work; {NOT_POSTED}")
+    return found
+
+
+def _launches(n: int) -> str:
+    return f"{n} launch{'' if n == 1 else 'es'}"
+
+
+def escape_refusals(seen: Any) -> list[str]:
+    """Why the time is not posted, one note for each way the timed calls' work escaped the timer's events
+    ([]: none did). `seen`: what escapes.TimedCalls saw (escapes.Seen)."""
+    found = []
+    if seen.unjoined:
+        found.append(f"kernel_fn launched on a stream it does not join back: {NOT_POSTED} (in a probe call, "
+                     f"{_launches(seen.unjoined)} on another stream ended after the call had returned on the timed "
+                     "stream, so the timer's events miss that work; make the caller's stream wait for it before "
+                     "returning: torch.cuda.current_stream().wait_stream(side))")
+    if seen.unforked:
+        found.append(f"kernel_fn launched on a stream that does not wait for the caller's: {NOT_POSTED} (in a probe "
+                     f"call, {_launches(seen.unforked)} on another stream started before the call did on the timed "
+                     "stream, so its work can run before the timed region, behind the L2 flush; make the side stream "
+                     "wait first: side.wait_stream(torch.cuda.current_stream()))")
+    if seen.off_stream and not (seen.unjoined or seen.unforked) and not seen.probe_off_stream:
+        why = f"the probe could not look: {seen.probe_note}" if seen.probe_note else \
+            "the probe call launched nothing there"
+        found.append(f"kernel_fn launched on another stream in its timed calls ({_launches(seen.off_stream)}), and "
+                     f"whether it joins that stream back is unknown ({why}): {NOT_POSTED}")
+    if seen.deferred:
+        where = f"from another thread ({seen.other_thread} of them)" if seen.other_thread else "from the timing thread"
+        found.append(f"Triton kernels launched while no call of kernel_fn was in progress: {NOT_POSTED} "
+                     f"({_launches(seen.deferred)} {where}: work deferred past the call's return runs outside the "
+                     "timer's events)")
+    if seen.threads_started:
+        names = ", ".join(seen.threads_started[:3]) + (" ..." if len(seen.threads_started) > 3 else "")
+        found.append(f"kernel_fn started threads that outlive its calls: {NOT_POSTED} ({names}; their work runs "
+                     "outside the timer's events)")
+    if seen.set_aside_bytes:
+        found.append(f"kernel_fn set aside L2 for persisting accesses: {NOT_POSTED} "
+                     f"({seen.set_aside_bytes / (1 << 20):.1f} MiB after its timed calls; lines marked persisting "
+                     "survive the L2 flush before every call, so what they hold is read from the L2, not memory)")
     return found

@@ -1,0 +1,116 @@
+"""Work the timed calls put where the timer's events do not look (timing/escapes.py, plausible.escape_refusals):
+another stream, another thread, after the call returned, threads left running, persisting L2. Pure logic, and
+a benchmark case with the GPU's parts faked; the probe's spins on a real GPU: test_timing_hacks_gpu.py."""
+
+import threading
+import weakref
+from types import SimpleNamespace
+
+from test_timing_honesty import bench_case, cpu_streams
+
+from workbench.core.timing import escapes
+from workbench.core.timing.escapes import Seen, TimedCalls
+from workbench.core.timing.plausible import escape_refusals, headline, withholds
+from workbench.core.verify.launches import LaunchCounter
+
+
+def launch_on(stream):
+    """What Triton's launch hooks see for one launch on `stream` (its launch metadata names the stream)."""
+    meta = SimpleNamespace(data={"stream": stream})
+    escapes._Hooks._enter(meta)
+    escapes._Hooks._exit(meta)
+
+
+def test_each_escape_withholds_the_time_and_says_how():
+    cases = {
+        "kernel_fn launched on a stream it does not join back": Seen(off_stream=5, probe_off_stream=1, unjoined=1),
+        "kernel_fn launched on a stream that does not wait for the caller's": Seen(probe_off_stream=1, unforked=1),
+        "kernel_fn launched on another stream in its timed calls (5 launches), and whether it joins that stream "
+        "back is unknown": Seen(off_stream=5),
+        "Triton kernels launched while no call of kernel_fn was in progress": Seen(deferred=3, other_thread=3),
+        "kernel_fn started threads that outlive its calls": Seen(threads_started=["worker"]),
+        "kernel_fn set aside L2 for persisting accesses": Seen(set_aside_bytes=30 << 20),
+    }
+    for head, seen in cases.items():
+        (why,) = escape_refusals(seen)
+        assert withholds(why) and headline(why) == head.split(" (")[0], why
+    assert "join it back" not in escape_refusals(Seen(off_stream=5))[0]
+    assert "3 of them" in escape_refusals(Seen(deferred=3, other_thread=3))[0]
+
+
+def test_streams_that_fork_and_join_post_the_time():
+    # launches on another stream, and the probe saw that stream wait for the caller's and be waited for
+    assert escape_refusals(Seen(off_stream=500, probe_off_stream=1)) == []
+    assert escape_refusals(Seen(set_aside_bytes=0)) == [] and escape_refusals(Seen()) == []
+
+
+def test_the_watch_tells_the_timed_stream_from_another_and_a_call_from_none(monkeypatch):
+    cpu_streams(monkeypatch, stream=7)
+    own = TimedCalls(lambda: launch_on(7))
+    other = TimedCalls(lambda: launch_on(9))
+    for calls in (own, other):
+        with calls.watching():
+            for _ in range(4):
+                calls()
+    assert (own.seen.off_stream, own.seen.deferred) == (0, 0) and escape_refusals(own.seen) == []
+    assert other.seen.off_stream == 4 and other.seen.deferred == 0
+    later = TimedCalls(lambda: None)
+    with later.watching():
+        later()
+        launch_on(7)  # the timing thread, between calls: work the call left for later
+        worker = threading.Thread(target=launch_on, args=(7,))
+        worker.start()
+        worker.join()
+    assert later.seen.deferred == 2 and later.seen.other_thread == 1
+    capturing = TimedCalls(lambda: launch_on(7))
+    with capturing.watching():  # stream 7 when the timing began
+        monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: 11)  # a graph capturing on its own stream
+        capturing()
+    assert capturing.seen.off_stream == 0  # the outer stream: a capture that fails, then timed by events there
+    monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: 7)
+    paused = TimedCalls(lambda: None)
+    with paused.watching(), LaunchCounter.paused():
+        launch_on(7)  # a backward's untimed forward (modes.py): set-up, not the timed work
+    assert paused.seen.deferred == 0
+    launch_on(9)  # no watch active: nothing recorded anywhere
+    assert other.seen.off_stream == 4
+
+
+def test_the_watch_names_threads_a_call_left_running(monkeypatch):
+    cpu_streams(monkeypatch)
+    stop = threading.Event()
+
+    def starts_a_thread():
+        if not any(t.name == "left-running" for t in threading.enumerate()):
+            threading.Thread(target=stop.wait, name="left-running", daemon=True).start()
+
+    calls = TimedCalls(starts_a_thread)
+    try:
+        with calls.watching():
+            calls()
+        assert calls.seen.threads_started == ["left-running"]
+    finally:
+        stop.set()
+
+
+def test_a_case_launching_on_another_stream_posts_no_time(monkeypatch):
+    def side_stream(x):
+        launch_on(9)
+        LaunchCounter.count += 1
+        return x * 2
+
+    result = bench_case(monkeypatch, side_stream)
+    assert result.kernel is None and result.gbps is None and result.speedup_vs_reference is None
+    assert result.withheld.startswith("kernel_fn launched on another stream in its timed calls"), result.withheld
+
+
+def test_a_case_whose_work_is_launched_after_it_returns_posts_no_time(monkeypatch):
+    def deferred(x):
+        LaunchCounter.count += 1
+        out = x * 2
+        weakref.finalize(out, launch_on, 7)  # the launch happens when the timer drops the output
+        return out
+
+    result = bench_case(monkeypatch, deferred)
+    assert result.kernel is None
+    assert result.withheld == "Triton kernels launched while no call of kernel_fn was in progress", result.withheld
