@@ -4,8 +4,8 @@ Shapes find masks and grids; values find numerics. A row softmax that never subt
 once logits pass ~88 in float32; a variance taken as E[x^2] - E[x]^2 cancels to noise once rows carry a common
 offset; an epsilon or an absolute threshold can swamp small values; a max taken over part of a row misses an
 outlier. Each is invisible on N(0, 1) inputs. So beside the generated edge shapes, one verification case of each
-dtype (the smallest of at least 1024 elements whose sizes are all above 1) runs again with every floating-point
-tensor input
+dtype (the smallest of at least 1024 elements whose sizes are all above 1; 256 under the interpreter, which
+runs each element in Python) runs again with every floating-point tensor input
 
     values x64        scaled up (exactly: a power of two)
     values x1/1024    scaled down
@@ -47,6 +47,7 @@ DEFAULT_OFFSET = 1000.0
 # offset cases allow this many times the project's error_factor.
 OFFSET_FACTOR = 4.0
 STABLE_SIZE = 1024  # a base case at least this big: torch's own error is measured over enough elements
+INTERPRETED_SIZE = 256  # ... under the interpreter, which runs every element in Python: cheaper, still enough
 OUTLIER_EVERY = 512
 OUTLIER_FACTOR = 100.0
 # What a failure under each stress usually means, said in the case's notes.
@@ -62,9 +63,10 @@ HINTS = {
 }
 
 
-def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int) -> list[Case]:
+def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int, interpret: bool = False) -> list[Case]:
     """The value-stress cases, indexed from `first_index`: every stress on the smallest verification case of
-    each dtype."""
+    each dtype with enough elements (STABLE_SIZE; INTERPRETED_SIZE under the interpreter)."""
+    size = INTERPRETED_SIZE if interpret else STABLE_SIZE
     if not config.generated_cases or config.value_stress is False:
         return []
     chosen: dict[tuple, Case] = {}
@@ -73,7 +75,7 @@ def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int) -> l
             continue
         key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
         best = chosen.get(key)
-        if best is None or _rank(case) < _rank(best):
+        if best is None or _rank(case, size) < _rank(best, size):
             chosen[key] = case
     out = []
     for base in chosen.values():
@@ -82,14 +84,14 @@ def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int) -> l
     return out
 
 
-def _rank(case: Case) -> tuple[int, int]:
-    """The smallest case of at least STABLE_SIZE elements whose sizes are all above 1 (a 1-element row has no
+def _rank(case: Case, size: int) -> tuple[int, int]:
+    """The smallest case of at least `size` elements whose sizes are all above 1 (a 1-element row has no
     cancellation to show), else the largest below that."""
     sizes = [v for k, v in case.params.items() if is_size(k, v)]
     flat = [n for v in sizes for n in (v if isinstance(v, (tuple, list)) else [v])]
     volume = prod(flat) if flat else 0
     above_one = bool(flat) and all(n > 1 for n in flat)
-    return (0 if above_one else 1, volume if volume >= STABLE_SIZE else 2 ** 62 - volume)
+    return (0 if above_one else 1, volume if volume >= size else 2 ** 62 - volume)
 
 
 def stress_factor(stress: str, error_factor: float) -> float:

@@ -201,7 +201,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         config = ProjectConfig.from_dict(job.config)
         km = load_kernel(path, module_name=compile_pool.MODULE_NAME if compiles is not None else "")
         km.cases += generate_cases(km.cases, config.verify)
-        km.cases += stress_cases(km.cases, config.verify, len(km.cases))
+        km.cases += stress_cases(km.cases, config.verify, len(km.cases), interpret)
     except (ConfigError, ContractError) as exc:
         if compiles is not None:
             compiles.close()
