@@ -92,8 +92,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         own = None
     else:
         own = torch_error(ref, native, significant)
-        floor_close = both_finite & (diff <= floor_budget(r, tol))
-        close = both_finite & (diff <= element_budget(r, tol, own, factor))
+        floor = floor_budget(r, tol)
+        floor_close = both_finite & (diff <= floor)
+        close = both_finite & (diff <= element_budget(floor, own, factor))
         result.within_torch = int((close & ~floor_close).sum())
         if own is not None:
             result.torch_error, result.torch_dtype = own.absolute_max, own.dtype

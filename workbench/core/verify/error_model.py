@@ -94,9 +94,9 @@ def floor_budget(r: torch.Tensor, tol: Tolerance) -> torch.Tensor:
     return tol.atol * max(1.0, typical_magnitude(r)) + tol.rtol * r.abs()
 
 
-def element_budget(r: torch.Tensor, tol: Tolerance, torch_err: TorchError | None, factor: float) -> torch.Tensor:
-    """Each element's allowed |o_i - r_i|: the larger of the dtype's floor and F times torch's own error."""
-    floor = floor_budget(r, tol)
+def element_budget(floor: torch.Tensor, torch_err: TorchError | None, factor: float) -> torch.Tensor:
+    """Each element's allowed |o_i - r_i|: the larger of the dtype's floor (floor_budget) and F times torch's
+    own error."""
     if torch_err is None:
         return floor
     return torch.maximum(floor, factor * torch_err.per_element)
