@@ -73,7 +73,7 @@ def get_inputs(rows=8, cols=512, dtype="bfloat16"):
 
 
 CASES = [{"rows": r, "cols": c, "dtype": d}
-         for r, c in ((1, 8), (7, 127), (16, 512), (5, 1000), (33, 4096))
+         for r, c in ((1, 8), (7, 127), (16, 512), (5, 1000))
          for d in ("bfloat16", "float16", "float32")]
 '''
 
@@ -179,7 +179,7 @@ def get_inputs(rows=16, cols=256, dtype="bfloat16"):
 
 
 CASES = [{"rows": r, "cols": c, "dtype": d}
-         for r, c in ((3, 4), (16, 256), (64, 1000))
+         for r, c in ((3, 4), (16, 256), (33, 300))
          for d in ("bfloat16", "float16", "float32")]
 '''
 
@@ -223,7 +223,7 @@ def get_inputs(rows=64, cols=1000, dtype="float16"):
     return [torch.randn(rows, cols, device="cuda", dtype=getattr(torch, dtype))]
 
 
-CASES = [{"rows": r, "cols": c, "dtype": d} for r, c in ((64, 1000), (5, 127)) for d in ("float16", "float32")]
+CASES = [{"rows": r, "cols": c, "dtype": d} for r, c in ((32, 512), (5, 127)) for d in ("float16", "float32")]
 '''
 
 INT8_QUANT_TRUNCATES = INT8_QUANT.replace("tl.store(q_ptr + row * stride + cols, rounded.to(tl.int8), mask=mask)",
