@@ -18,7 +18,8 @@ leaf that requires grad). The reference sees the same stressed inputs, and the e
 case (verify/error_model.py): where torch in the inputs' dtype loses digits or overflows too, the kernel may;
 at an offset, where torch's own reductions are more accurate than a correct kernel's, OFFSET_FACTOR times more.
 A case whose label carries the stress ("rows=7 cols=127 [values x64] (generated)") fails with a note on what
-such a failure usually means. `[verify] value_stress = false` turns them off, or a list of input names (as
+such a failure usually means. A stress case is one call of kernel_fn: the second call's checks (unwritten
+elements by sentinel, determinism, the torch ops) ran on the case whose values it varies. `[verify] value_stress = false` turns them off, or a list of input names (as
 reference_fn calls them) stresses only those, for a kernel whose domain is narrower (a probability input, an
 angle). They are generated cases: `generated_cases = false` turns them off too.
 """
