@@ -202,6 +202,8 @@ def test_what_was_compared_is_said_once_per_output_at_its_worst():
                            "idx exact (int64)")
     assert "budget: 2x torch's own error in the inputs' dtype, never below the dtype's floor" in text
     assert describe_compared([]) == ""
+    nan = {**entry("y", None, "float32", 1e-5), "passed": False}  # failed on NaN: no multiple to give
+    assert describe_compared([nan]).startswith("compared: y failed (see above)")
 
 
 # -- value stress (verify/value_stress.py) --------------------------------------------------------------------

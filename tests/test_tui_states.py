@@ -263,6 +263,17 @@ def test_the_model_keeps_a_case_s_verdict_from_the_tally():
     assert CaseRow(index=3, label="n=4 (generated)").generated
 
 
+def test_a_value_stress_case_keeps_its_stress_where_the_inputs_are_cut():
+    from workbench.tui.widgets.cases import inputs_text
+
+    row = CaseRow(index=10, label="rows=8 cols=300 dtype=float16 [values x64] (generated)")
+    assert row.generated and row.stress == "values x64" and row.params == "rows=8 cols=300" and row.dtype == "float16"
+    assert inputs_text(row, 0).plain == "rows=8 cols=300 [values x64]"
+    assert inputs_text(row, 22).plain == "rows=8 cols=300 [x64]"  # the short mark before a parameter goes
+    assert inputs_text(row, 14).plain.endswith("[x64]")
+    assert CaseRow(index=3, label="n=4 (generated)").stress == ""
+
+
 @needs_snapshots
 def test_snapshot_narrow_case_table_with_large_counts(snap_compare, project):
     async def before(pilot):

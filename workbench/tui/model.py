@@ -45,6 +45,7 @@ PHASE_LABELS = {"cache": "cache cleared", "compile": "compile", "verify": "verif
 LOCATION_IN_MESSAGE = re.compile(r"\[(?P<file>[^\[\]]+?):(?P<line>\d+)\]\s*$")
 DTYPE_IN_LABEL = re.compile(r"(?:^|\s)dtype=(?P<dtype>[\w.]+)")
 GENERATED_SUFFIX = " (generated)"
+STRESS_IN_LABEL = re.compile(r" \[(?P<stress>[^\]]+)\]$")  # "rows=8 cols=300 [values x64]": a value-stress case
 # What stopped a run, by the problem's kind, as the stage bar says it ("✘ import: syntax error").
 STOPPED_BY = {"config": "bad workbench.toml", "syntax": "syntax error", "import": "import failed",
               "contract": "kernel.py contract", "inputs": "get_inputs failed", "reference": "reference_fn failed",
@@ -92,9 +93,15 @@ class CaseRow:
         return bool(self.result is not None and self.result.generated) or self.label.endswith(GENERATED_SUFFIX)
 
     @property
+    def stress(self) -> str:
+        """The value stress of a value-stress case ("values x64"), "" for any other."""
+        match = STRESS_IN_LABEL.search(self.label.removesuffix(GENERATED_SUFFIX))
+        return match["stress"] if match else ""
+
+    @property
     def params(self) -> str:
-        """The label without its dtype (a column of its own) and without " (generated)" (said apart)."""
-        label = self.label.removesuffix(GENERATED_SUFFIX)
+        """The label without its dtype (a column of its own), its value stress and " (generated)" (said apart)."""
+        label = STRESS_IN_LABEL.sub("", self.label.removesuffix(GENERATED_SUFFIX))
         dtype = self.dtype
         if dtype:
             label = label.replace(f" dtype={dtype}", "").replace(f"dtype={dtype}", "").strip()

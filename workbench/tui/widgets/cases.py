@@ -95,8 +95,8 @@ class CasesTable(DataTable):
 
         optional = [c for c in OPTIONAL_COLUMNS if c != "configs" or any(r.configs for r in rows)]
         widths = {c: width(c) for c in (*KEY_COLUMNS, *optional) if c != "inputs"}
-        full = max([cell_len(HEADERS["inputs"]), *(len(inputs_label(r, GENERATED_MARKS[0])) for r in rows)])
-        short = max([cell_len(HEADERS["inputs"]), *(len(inputs_label(r, GENERATED_MARKS[-1])) for r in rows)])
+        full = max([cell_len(HEADERS["inputs"]), *(len(inputs_label(r, 0)) for r in rows)])
+        short = max([cell_len(HEADERS["inputs"]), *(len(inputs_label(r, -1)) for r in rows)])
         available = self.available_width()
         if available <= 0:  # not laid out yet: every column at its content's width
             return tuple((c, full if c == "inputs" else widths[c]) for c in (*KEY_COLUMNS, *optional))
@@ -139,19 +139,29 @@ def cell_len(value) -> int:
     return value.cell_len if isinstance(value, Text) else Text(str(value)).cell_len
 
 
-def inputs_label(row: CaseRow, mark: str) -> str:
-    return row.params + (mark if row.generated else "")
+def generated_marks(row: CaseRow) -> tuple[str, str]:
+    """A generated case's mark, long and short: "(generated)" / "(gen)", or its value stress: "[values x64]" /
+    "[x64]"."""
+    if row.stress:
+        return f" [{row.stress}]", f" [{row.stress.removeprefix('values ')}]"
+    return GENERATED_MARKS
+
+
+def inputs_label(row: CaseRow, which: int = 0) -> str:
+    return row.params + (generated_marks(row)[which] if row.generated else "")
 
 
 def inputs_text(row: CaseRow, width: int) -> Text:
-    """The case's inputs in `width` cells: a generated case keeps its mark ("(generated)", else "(gen)") and
-    gives up its last parameters instead, marked with an ellipsis (shorten_params: no value is cut)."""
+    """The case's inputs in `width` cells: a generated case keeps its mark ("(generated)", else "(gen)"; a
+    value-stress case its stress) and gives up its last parameters instead, marked with an ellipsis
+    (shorten_params: no value is cut)."""
     if not row.generated:
         return Text(shorten_params(row.params, width) if width else row.params)
-    for mark in GENERATED_MARKS:
+    marks = generated_marks(row)
+    for mark in marks:
         if not width or len(row.params) + len(mark) <= width:
             return Text(row.params).append(mark, style="cyan")
-    mark = GENERATED_MARKS[-1]
+    mark = marks[-1]
     return Text(shorten_params(row.params, max(width - len(mark), MIN_PARAMS))).append(mark, style="cyan")
 
 
@@ -191,7 +201,7 @@ def cells(row: CaseRow) -> dict[str, RenderableType]:
     return {
         "mark": Text(MARK.get(status, "?"), style=f"bold {MARK_COLOR.get(status, '')}"),
         "#": str(row.index),
-        "inputs": inputs_label(row, GENERATED_MARKS[0]),
+        "inputs": inputs_label(row),
         "dtype": row.dtype or MISSING,
         "verdict": Text(status, style=MARK_COLOR.get(status, "")),
         "bad": bad_cell(result),
