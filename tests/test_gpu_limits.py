@@ -38,6 +38,23 @@ def test_out_of_resources_is_found_however_it_is_wrapped():
     assert out_of_resources(RuntimeError("out of memory")) == "" and not_runnable_note(ValueError("no")) == ""
 
 
+def test_the_other_errors_the_autotuner_skips_are_skips_too():
+    from workbench.core.verify.failures import not_runnable_note
+
+    class PTXASError(RuntimeError):
+        pass
+
+    class CompileTimeAssertionFailure(Exception):
+        pass
+
+    assert not_runnable_note(PTXASError("ptxas fatal: too many registers")) == (
+        "not compiled for this config (ptxas refused its code: ptxas fatal: too many registers): skipped, as the "
+        "autotuner skips it")
+    wrapped = RuntimeError("compile failed")
+    wrapped.__cause__ = CompileTimeAssertionFailure("BLOCK_K must divide K")
+    assert "a compile-time assert failed: BLOCK_K must divide K" in not_runnable_note(wrapped)
+
+
 def test_a_config_the_gpu_cannot_launch_is_skipped_as_the_autotuner_skips_it(cli, make_project):
     project = make_project(limits.ONE_CONFIG_TOO_BIG, toml=ONLY_CASES)
     code, rec = verify_json(cli, project)

@@ -472,7 +472,7 @@ class Verifier:
                         if guards is not None:
                             guards.check([], [])  # margins put back: what this call wrote is not the next's
                         skipped = not_runnable_note(exc)
-                        if skipped:  # more shared memory than this GPU has: the autotuner never picks it
+                        if skipped:  # a config the autotuner never picks (too much shared memory, ptxas, an assert)
                             data.status, data.duration_s = "skipped", time.perf_counter() - start
                             data.notes.append(skipped)
                             results.append(self.deliver(data))

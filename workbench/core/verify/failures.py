@@ -69,8 +69,23 @@ def out_of_resources(exc: BaseException) -> str:
     return ""
 
 
+# The other errors Triton's autotuner catches while timing a config (and so never picks it), by class name:
+# ptxas refusing the config's code, and a tl.static_assert of the kernel's failing for the config's values.
+AUTOTUNER_SKIPS = {"PTXASError": "ptxas refused its code", "CompileTimeAssertionFailure": "a compile-time assert failed"}
+
+
 def not_runnable_note(exc: BaseException) -> str:
-    """The note of a forced config this GPU cannot launch ("" when `exc` says something else)."""
+    """The note of a forced config this GPU cannot launch, or that the kernel's own compile-time asserts refuse
+    ("" when `exc` says something else): the configs Triton's autotuner skips."""
     why = out_of_resources(exc)
-    return f"not runnable on this GPU ({why}): skipped, as the autotuner skips it" if why else ""
+    if why:
+        return f"not runnable on this GPU ({why}): skipped, as the autotuner skips it"
+    for link in exception_chain(exc):
+        names = {cls.__name__ for cls in type(link).__mro__}
+        for name, what in AUTOTUNER_SKIPS.items():
+            if name in names:
+                detail = first_line(link)
+                return f"not compiled for this config ({what}{': ' + detail if detail else ''}): skipped, as the " \
+                       "autotuner skips it"
+    return ""
 
