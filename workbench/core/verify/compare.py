@@ -20,6 +20,7 @@ from .error_model import (
     multiple_of_torch,
     norm_budget,
     torch_error,
+    typical_magnitude,
 )
 
 ERROR_MAP_ROWS = 12
@@ -91,8 +92,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         close = both_finite & close
         own = None
     else:
-        own = torch_error(ref, native, significant)
-        floor = floor_budget(r, tol)
+        m = typical_magnitude(r)  # once: the floor's atol and torch's error are both scaled by it
+        own = torch_error(r, native, significant, m)
+        floor = floor_budget(r, tol, m)
         floor_close = both_finite & (diff <= floor)
         close = both_finite & (diff <= element_budget(floor, own, factor))
         result.within_torch = int((close & ~floor_close).sum())

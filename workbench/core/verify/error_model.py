@@ -44,18 +44,17 @@ class TorchError:
     """torch's own error in one output: per element (T_i above) and as numbers to report."""
 
     per_element: torch.Tensor  # T_i, float64, the output's shape
-    relative: float  # E
-    scale: float  # m
     absolute_max: float  # max_j |n_j - r_j|
     norm: float | None  # ||n - r|| / ||r|| over the elements above atol (None when too few)
     dtype: str  # the dtype torch computed in
 
 
-def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significant: torch.Tensor | None = None
-                ) -> TorchError | None:
+def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significant: torch.Tensor | None = None,
+                scale: float | None = None) -> TorchError | None:
     """torch's own error in `native`'s dtype against the float64 `reference`; None when there is no native
     result to measure it by (reference_fn raised on the inputs as given, another shape, not floating-point).
-    Elements where either is NaN or infinite count for nothing."""
+    Elements where either is NaN or infinite count for nothing. `scale`: m (typical_magnitude), when the
+    caller has it."""
     if native is None or not reference.is_floating_point() or not native.is_floating_point() \
             or tuple(native.shape) != tuple(reference.shape) or reference.numel() == 0:
         return None
@@ -66,8 +65,7 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
         return None
     err = torch.where(finite, (n - r).abs(), torch.zeros_like(r))
     magnitude = torch.where(finite, r.abs(), torch.zeros_like(r))
-    scale = float(magnitude[finite].median())
-    weight = magnitude + scale
+    weight = magnitude + (typical_magnitude(r) if scale is None else scale)
     positive = weight > 0
     relative = float((err[positive] / weight[positive]).max()) if bool(positive.any()) else 0.0
     # Where the reference is exactly zero and so is the median (an output that is all zeros in exact
@@ -79,7 +77,7 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
         ref_norm = float(torch.linalg.vector_norm(r[significant & finite]))
         if ref_norm > 0:
             norm = float(torch.linalg.vector_norm(err[significant & finite])) / ref_norm
-    return TorchError(per_element, relative, scale, float(err.max()), norm, str(native.dtype).replace("torch.", ""))
+    return TorchError(per_element, float(err.max()), norm, str(native.dtype).replace("torch.", ""))
 
 
 def typical_magnitude(r: torch.Tensor) -> float:
@@ -88,10 +86,10 @@ def typical_magnitude(r: torch.Tensor) -> float:
     return float(finite.median()) if finite.numel() else 0.0
 
 
-def floor_budget(r: torch.Tensor, tol: Tolerance) -> torch.Tensor:
-    """The dtype's floor: atol + rtol * |r_i|, atol taken relative to the output's typical magnitude where that
-    is above 1 (an output of values near 4000 is near zero at 40, not at 0.01)."""
-    return tol.atol * max(1.0, typical_magnitude(r)) + tol.rtol * r.abs()
+def floor_budget(r: torch.Tensor, tol: Tolerance, scale: float) -> torch.Tensor:
+    """The dtype's floor: atol + rtol * |r_i|, atol taken relative to the output's typical magnitude `scale`
+    (m) where that is above 1 (an output of values near 4000 is near zero at 40, not at 0.01)."""
+    return tol.atol * max(1.0, scale) + tol.rtol * r.abs()
 
 
 def element_budget(floor: torch.Tensor, torch_err: TorchError | None, factor: float) -> torch.Tensor:

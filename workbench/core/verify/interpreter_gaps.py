@@ -81,7 +81,7 @@ def _fix_float_arguments(interpreter: Any, tl: Any) -> bool:
 
 # --- libdevice ---
 
-class _Globals:
+class FunctionGlobals:
     """A function's globals as attributes, so the interpreter's patch scope can set and restore names in them."""
 
     def __init__(self, names: dict):
@@ -154,7 +154,7 @@ def _fix_libdevice(interpreter: Any, tl: Any) -> bool:
         imported = [(name, held[id(value)][1]) for name, value in names.items()
                     if held.get(id(value), _NOTHING)[0] is value]
         if imported:
-            where = _Globals(names)
+            where = FunctionGlobals(names)
             for name, member in imported:
                 patch_attr(where, name, member, lang_builder, scope)
         return scope

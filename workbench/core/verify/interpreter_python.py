@@ -21,7 +21,7 @@ import ast
 import contextlib
 from typing import Any, Callable
 
-from .interpreter_gaps import _Globals  # a function's globals as attributes, for the patch scope
+from .interpreter_gaps import FunctionGlobals
 
 BOOL_OP_HELPER = "_workbench_boolean_operator"
 
@@ -93,7 +93,7 @@ def _fix_builtin_aliases(interpreter: Any, tl: Any) -> bool:
         names = getattr(fn, "__globals__", {})
         aliases = [(name, value) for name, value in list(names.items()) if is_builtin(value)]
         if aliases:
-            where = _Globals(names)
+            where = FunctionGlobals(names)
             for name, member in aliases:
                 patch_attr(where, name, member, builder, scope)
         return scope

@@ -17,7 +17,8 @@ def paired_by_name(names: list[str], reference_names: list[str], count: int, ref
     where = {name: i for i, name in enumerate(names)}
     order = [where.get(name) for name in reference_names]
     missing = [name for name, i in zip(reference_names, order) if i is None]
-    extra = [name for name in names if name not in set(reference_names)]
+    known = set(reference_names)
+    extra = [name for name in names if name not in known]
     if not missing and not extra:
         return order, []
     return order, [f"the output structure differs from reference_fn's: kernel_fn returned "

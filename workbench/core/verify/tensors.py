@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from .structure import paired_by_name
+
 
 @dataclass
 class Outputs:
@@ -38,14 +40,16 @@ def flatten_outputs(value: Any, prefix: str = "") -> Outputs:
 
 
 def in_order_of(out: Outputs, names: list[str]) -> Outputs:
-    """`out` reordered to follow `names` (the reference's): a dict built in another key order is the same
-    result. Outputs the reference has no name for follow at the end, for the judge to name."""
-    if out.names == names or sorted(out.names) != sorted(set(out.names)):
+    """`out` reordered to follow `names` (the reference's), paired as the judge pairs them (structure.py): a
+    dict built in another key order is the same result. Outputs the reference has no name for follow at the
+    end, for the judge to name."""
+    order, _ = paired_by_name(out.names, names, len(out.names), len(names))
+    kept = [i for i in order if i is not None]
+    placed = set(kept)
+    kept += [i for i in range(len(out.names)) if i not in placed]
+    if kept == list(range(len(out.names))):
         return out
-    where = {name: i for i, name in enumerate(out.names)}
-    order = [where[n] for n in names if n in where]
-    order += [i for i in range(len(out.names)) if i not in set(order)]
-    return Outputs([out.tensors[i] for i in order], [out.names[i] for i in order])
+    return Outputs([out.tensors[i] for i in kept], [out.names[i] for i in kept])
 
 
 def cast_floats(inputs: list[Any], dtype: torch.dtype) -> list[Any]:
