@@ -1,8 +1,8 @@
-"""What factor of torch's own error separates correct kernels from broken ones (verify/error_model.py).
+"""What factor of the dtype's own error (torch's, or one more rounding of the inputs') separates correct kernels from broken ones (verify/error_model.py).
 
 Verifies every correct and every broken fixture of the test suite (tests/kernels_numerics.py,
 kernels_libraries.py, kernels_training.py, kernels_zoo.py) in one `workbench verify --json`, and prints, per
-fixture, its verdict and the worst multiple of torch's own error that any output of any case reached. A correct
+fixture, its verdict and the worst multiple of the dtype's own error that any output of any case reached. A correct
 kernel's worst multiple must stay under the factor (2) and a broken kernel must fail. Runs on a GPU or, under
 the interpreter, on the CPU.
 
@@ -77,7 +77,7 @@ def main() -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "error_model.json").write_text(json.dumps(record, indent=1))
     wrong = 0
-    print(f"{'fixture':34} {'expect':7} {'got':5} worst multiple of torch's own error (output/dtype)")
+    print(f"{'fixture':34} {'expect':7} {'got':5} worst multiple of the dtype's own error (output/dtype)")
     for project in record["projects"]:
         name = project["project"]
         correct = chosen[name][1]

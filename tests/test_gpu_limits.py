@@ -82,14 +82,17 @@ def test_a_config_that_launches_and_is_wrong_still_fails_beside_one_skipped(cli,
 
 @pytest.mark.gpu
 def test_the_tutorial_matmul_with_a_config_past_the_gpus_shared_memory_verifies(cli, make_project):
-    """On an H100 or H200 (228 KB of shared memory a block): the third config needs about 320 KB."""
+    """On an H100 or H200 (228 KB of shared memory a block): the third config needs about 320 KB where K is a
+    multiple of 16. Where it is not (K=200), Triton compiles another specialisation that pipelines less and
+    fits: the config runs and passes there, as the autotuner would run it (H200, 2026-11-27)."""
     code, rec = verify_json(cli, make_project(limits.MATMUL_TUTORIAL, name="matmul", toml=ONLY_CASES))
     assert rec["mode"] == "gpu"
     assert code == 0, [(c["label"], c["config"], c["messages"]) for c in failing(rec)]
     too_big = forced(rec, "BLOCK_K=128")
-    assert too_big and all(c["status"] == "skipped" for c in too_big)
+    skipped = [c for c in too_big if c["status"] == "skipped"]
+    assert skipped and all(c["status"] in ("skipped", "passed") for c in too_big), too_big
     assert all("not runnable on this GPU (needs" in c["notes"][0] and "bytes of shared memory, has" in c["notes"][0]
-               for c in too_big), too_big
+               for c in skipped), skipped
     assert all(c["status"] == "passed" for c in rec["cases"] if c["config"] and c not in too_big)
 
 

@@ -27,7 +27,7 @@ def test_a_kept_pass_is_not_run_again_and_its_key_follows_what_it_depends_on(tmp
     km, case, config = kernel_at(tmp_path), Case(index=0, params={"n": 8}), VerifyConfig()
     keys = {name: compat.finding_key(km, case, config, name) for name in ("torch_compile", "cuda_graph")}
     kept = {key: {"check": name, "at": 0.0} for name, key in keys.items()}
-    runs = compat.compat_runs(km, case, [torch.ones(8)], [torch.ones(8)], [], config, interpret=False,
+    runs = compat.compat_runs(km, case, [torch.ones(8)], [torch.ones(8)], [], [], config, interpret=False,
                               anchors={0}, kept=compat.KeptFindings(km, config, kept))  # kernel_fn raises if called
     assert [r.kept.startswith("passed in a run at ") for r in runs] == [True, True]
     assert [r.key for r in runs] == [keys["torch_compile"], keys["cuda_graph"]]

@@ -87,7 +87,7 @@ def test_the_layout_anchor_of_a_dtype_is_its_first_case_with_a_size_above_one():
 def runs_of(call, reference_fn=lambda x: x * 2, modes=None, live=False, skip=""):
     x = torch.randn(4, 5)
     config = VerifyConfig(**(modes or {}))
-    runs = layout_runs(call, reference_fn, [x], [x * 2], [x * 2], config, skip=skip, live=live)
+    runs = layout_runs(call, reference_fn, [x], [x * 2], [x * 2], [], config, skip=skip, live=live)
     return {r.name: r for r in runs}
 
 
@@ -205,5 +205,5 @@ def test_the_reference_meets_the_layout_itself_not_a_contiguous_clone_of_it():
         return x * 2
 
     x = torch.randn(9)  # every other element: a clone of that is contiguous again
-    runs = layout_runs(lambda args: args[0] * 2, contiguous_only, [x], [x * 2], [x * 2], VerifyConfig())
+    runs = layout_runs(lambda args: args[0] * 2, contiguous_only, [x], [x * 2], [x * 2], [], VerifyConfig())
     assert runs[0].name == "noncontiguous" and runs[0].skipped.startswith("reference_fn refuses input #0 every other")

@@ -245,11 +245,12 @@ class BenchChecker(Verifier):
                         notes=([ref.note] if ref.note else []) + notes, phase=phase,
                         reference_names=ref.outputs.names)
         try:
-            data.sample(out.tensors, ref.outputs.tensors, native=native_of(ref))
+            data.sample(out.tensors, ref.outputs.tensors, native=native_of(ref), rounded=rounded_of(ref))
         except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
             torch.cuda.empty_cache()
             data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors,
-                        native=native_of(ref) and on_cpu(ref.native).tensors)
+                        native=native_of(ref) and on_cpu(ref.native).tensors,
+                        rounded=rounded_of(ref) and on_cpu(ref.rounded).tensors)
         data.duration_s = time.perf_counter() - start
         return data
 
@@ -257,12 +258,12 @@ class BenchChecker(Verifier):
         """The whole outputs compared in this process: a recheck, reported only through `check`."""
         try:
             return judge_outputs(self.config, case.index, case.label, out.tensors, out.names, ref.outputs.tensors,
-                                 native_of(ref), ref.outputs.names)
+                                 native_of(ref), ref.outputs.names, rounded_of(ref))
         except torch.cuda.OutOfMemoryError:  # float64 comparison temporaries: compare on the host instead
             torch.cuda.empty_cache()
             return judge_outputs(self.config, case.index, case.label, on_cpu(out).tensors, out.names,
                                  on_cpu(ref.outputs).tensors, native_of(ref) and on_cpu(ref.native).tensors,
-                                 ref.outputs.names)
+                                 ref.outputs.names, rounded_of(ref) and on_cpu(ref.rounded).tensors)
 
     def error(self, case: Case, exc: BaseException, when: str, phase: str = "") -> CaseResult:
         data = self._error_data(CaseData(case_index=case.index, label=case.label, phase=phase), case, exc,
@@ -273,6 +274,11 @@ class BenchChecker(Verifier):
 def native_of(ref: Reference) -> list[Any]:
     """reference_fn on the inputs' own dtype ([] when it was not run)."""
     return [] if ref.native is None else ref.native.tensors
+
+
+def rounded_of(ref: Reference) -> list[Any]:
+    """reference_fn in float64 on the inputs rounded once more ([] when it was not run)."""
+    return [] if ref.rounded is None else ref.rounded.tensors
 
 
 def on_cpu(outputs: Outputs) -> Outputs:

@@ -37,6 +37,7 @@ from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training, input_names
 from .edge_cases import first_case_per_dtype, once_per_dtype
+from .error_model import rounded_once_more
 from .failures import interpreter_cannot_run, is_refusal, not_runnable_note
 from .guards import Guards
 from .handoff import CaseData, ExtraRun
@@ -70,7 +71,8 @@ Emit = Callable[[Event], None]
 class Reference:
     outputs: Outputs
     note: str = ""
-    native: Outputs | None = None  # reference_fn on the inputs as given (its own rounding: judge.reference_rounding)
+    native: Outputs | None = None  # reference_fn on the inputs as given (torch's own error: verify/error_model.py)
+    rounded: Outputs | None = None  # in float64 on the inputs rounded once more (error_model.rounded_once_more)
 
 
 class Verifier:
@@ -180,7 +182,8 @@ class Verifier:
                 synchronize()
                 note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
                 return Reference(flatten_outputs(out), note,
-                                 self._native_reference(inputs)[0] if native else None)
+                                 self._native_reference(inputs)[0] if native else None,
+                                 self._rounded_reference(inputs) if dtype == torch.float64 else None)
             except torch.cuda.OutOfMemoryError:
                 torch.cuda.empty_cache()
                 notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
@@ -248,6 +251,7 @@ class Verifier:
         native, reference_aliases = self._native_reference(inputs)
         data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
         data.native = [] if native is None else native.tensors
+        data.rounded = [] if reference.rounded is None else reference.rounded.tensors
         LaunchCounter.reset()
         try:
             first = flatten_outputs(self._call_kernel(inputs, "nan", case, "", guards=guards))
@@ -321,6 +325,7 @@ class Verifier:
             native, _ = self._native_reference(inputs)
             data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
             data.native = [] if native is None else native.tensors
+            data.rounded = [] if reference.rounded is None else reference.rounded.tensors
             LaunchCounter.reset()
             try:
                 out = owned(flatten_outputs(self._call_kernel(inputs, "nan", case, "")))
@@ -351,6 +356,21 @@ class Verifier:
             data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
             return None
 
+    def _rounded_reference(self, inputs: list[Any]) -> Outputs | None:
+        """reference_fn in float64 on the inputs rounded once more (verify/error_model.py: how much one more
+        rounding in the inputs' dtype moves the output). None when it raises or does not fit."""
+        try:
+            out = flatten_outputs(self.km.reference_fn(*rounded_once_more(clone_inputs(inputs))))
+            synchronize()
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            return None
+        except Exception as exc:  # noqa: BLE001 - then torch's own error is the measure alone
+            if is_cuda_fatal(exc):
+                raise ContextPoisoned(str(exc)) from exc
+            return None
+        return out
+
     def _native_reference(self, inputs: list[Any]) -> tuple[Outputs | None, set[int]]:
         """reference_fn on the inputs as given: the outputs whose dtypes kernel_fn must return (and whose
         distance from the upcast reference is the op's own rounding), and which outputs the reference itself
@@ -376,6 +396,7 @@ class Verifier:
         fresh: list[Any] | None = None
         fresh_ref: list[Any] = []
         fresh_native: list[Any] = []
+        fresh_rounded: list[Any] = []
         if not self.config.repeat_calls:
             fresh_run.skipped = recycled_run.skipped = "[verify] repeat_calls = false"
         elif self.interpret and case.index not in self.anchors:
@@ -391,6 +412,7 @@ class Verifier:
                 fresh_reference = self.reference(fresh, case, quiet=True, native=True)
                 fresh_ref = fresh_reference.outputs.tensors
                 fresh_native = [] if fresh_reference.native is None else fresh_reference.native.tensors
+                fresh_rounded = [] if fresh_reference.rounded is None else fresh_reference.rounded.tensors
                 fresh_values = clone_inputs(fresh)  # an in-place kernel changes `fresh`
             except (KeyboardInterrupt, SystemExit, ContextPoisoned):
                 raise
@@ -414,15 +436,17 @@ class Verifier:
                     continue
                 out = owned(out)
                 run.outputs, run.names, run.reference, run.native = out.tensors, out.names, fresh_ref, fresh_native
+                run.rounded = fresh_rounded
         runs += [fresh_run, recycled_run]
         runs += compat_runs(self.km, case, originals if fresh is None else fresh_values,
                             data.reference if fresh is None else fresh_ref,
-                            data.native if fresh is None else fresh_native, self.config, self.interpret,
+                            data.native if fresh is None else fresh_native,
+                            data.rounded if fresh is None else fresh_rounded, self.config, self.interpret,
                             self.anchors, live=self.live, kept=self.kept_findings,
                             announce=lambda check: self.emit(StageChanged(stage=CHECKING, detail=check,
                                                                           case_index=case.index)))
         runs += layout_runs(lambda args: self._call_kernel(args, "nan", case, "layout"), self.km.reference_fn,
-                            originals, data.reference, data.native, self.config,
+                            originals, data.reference, data.native, data.rounded, self.config,
                             skip=once_per_dtype(case, self.layout_anchors), live=self.live)
         for run in runs:  # every run's reference is reference_fn's, with its output names
             run.reference_names = data.reference_names
@@ -462,6 +486,7 @@ class Verifier:
                     start = time.perf_counter()
                     data = CaseData(case_index=case.index, label=case.label, config=label,
                                     reference=ref.tensors, reference_names=ref.names, native=tuned.native,
+                                    rounded=tuned.rounded,
                                     expected_dtypes=tuned.expected_dtypes, before=tensors_only(originals))
                     LaunchCounter.reset()
                     try:

@@ -44,6 +44,7 @@ class Comparison:
     # The error model (verify/error_model.py): torch's own error in this output and the kernel's against it
     torch_error: float | None = None  # max |native - ref64| (None: no native result to measure it by)
     torch_dtype: str = ""  # the dtype torch computed in
+    torch_source: str = "torch"  # what set the budget: torch's own result, or "inputs" rounded once more
     # the kernel's error as a multiple of torch's own, over the elements past the dtype's floor (None: every
     # element within the floor, or torch exact here)
     multiple: float | None = None
@@ -57,10 +58,12 @@ class Comparison:
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
             unwritten_mask: torch.Tensor | None = None, native: torch.Tensor | None = None,
-            factor: float = DEFAULT_ERROR_FACTOR) -> Comparison:
+            factor: float = DEFAULT_ERROR_FACTOR, rounded: torch.Tensor | None = None) -> Comparison:
     """Check `out` against the float64 `ref` (any dtypes; compared in float64) by the error model
     (verify/error_model.py): `native` is reference_fn on the inputs' own dtype, whose distance from `ref`
-    is torch's own error; each element may be off by the larger of the dtype's floor and `factor` times it."""
+    is torch's own error, and `rounded` reference_fn in float64 on the inputs rounded once more, whose distance
+    is the error one more rounding makes; each element may be off by the larger of the dtype's floor and
+    `factor` times the larger of the two."""
     result = Comparison(numel=ref.numel(), factor=factor)
     if tuple(out.shape) != tuple(ref.shape):
         result.messages.append(f"shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
@@ -93,13 +96,13 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         own = None
     else:
         m = typical_magnitude(r)  # once: the floor's atol and torch's error are both scaled by it
-        own = torch_error(r, native, significant, m)
+        own = torch_error(r, native, significant, m, rounded)
         floor = floor_budget(r, tol, m)
         floor_close = both_finite & (diff <= floor)
         close = both_finite & (diff <= element_budget(floor, own, factor))
         result.within_torch = int((close & ~floor_close).sum())
         if own is not None:
-            result.torch_error, result.torch_dtype = own.absolute_max, own.dtype
+            result.torch_error, result.torch_dtype, result.torch_source = own.absolute_max, own.dtype, own.source
             # the multiple is said where it decides: over the elements the dtype's floor alone would not pass
             result.multiple = multiple_of_torch(diff, both_finite & ~floor_close, own)
     bad = ~(close | same_special) | unwritten_mask
@@ -153,6 +156,10 @@ def budget_broken(c: Comparison, tol: Tolerance, dtype: str) -> str:
         return floor + "; no result of reference_fn on the inputs' own dtype to measure torch's own error by"
     if c.multiple is None:  # torch's error is zero wherever the kernel's is past the floor
         return floor + f"; torch's own {c.torch_dtype} result is exact there, so the floor is the budget"
+    if c.torch_source == "inputs":
+        return (floor + f" and past {c.factor:g}x the error one more {c.torch_dtype} rounding of the inputs makes: "
+                f"the kernel's error is up to {c.multiple:.3g}x that (it moves the output by up to "
+                f"{c.torch_error:.3g} here; torch's own is smaller)")
     return (floor + f" and past {c.factor:g}x torch's own {c.torch_dtype} error: the kernel's error is up to "
             f"{c.multiple:.3g}x torch's own (torch is off by up to {c.torch_error:.3g} here)")
 

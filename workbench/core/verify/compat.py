@@ -87,13 +87,14 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 
 
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], native: list[Any],
-                config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False,
+                rounded: list[Any], config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False,
                 kept: KeptFindings | None = None, announce: Callable[[str], None] = lambda check: None,
                 ) -> list[ExtraRun]:
     """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were). `anchors`: the
-    cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype; `kept`: the
-    findings that passed in earlier runs: one passed with the same key is not run again, and the record says
-    when it passed. `announce(check)` before the torch.compile check runs (stage.CHECKING: its own time-out)."""
+    cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype (`rounded`: in
+    float64 on them rounded once more); `kept`: the findings that passed in earlier runs: one passed with the
+    same key is not run again, and the record says when it passed. `announce(check)` before the torch.compile
+    check runs (stage.CHECKING: its own time-out)."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)",
                         compat=True, required=config.torch_compile == "require")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph",
@@ -123,7 +124,7 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
         _cuda_graph(km, inputs, reference, graphed)
     for run in (compiled, graphed):
         if run.outputs:
-            run.native = list(native)
+            run.native, run.rounded = list(native), list(rounded)
     return [compiled, graphed]
 
 

@@ -82,6 +82,7 @@ class ExtraRun:
     reference: list[Any] = field(default_factory=list)
     reference_names: list[str] = field(default_factory=list)  # the reference's output names (CaseData's)
     native: list[Any] = field(default_factory=list)  # reference_fn on the inputs' own dtype (CaseData.native)
+    rounded: list[Any] = field(default_factory=list)  # ... in float64 on them rounded once more (CaseData.rounded)
     error: str = ""
     skipped: str = ""  # why it did not run
     compat: bool = False  # a compatibility check (verify/compat.py): a finding beside the verdict
@@ -90,8 +91,8 @@ class ExtraRun:
     refused: str = ""  # kernel_fn refused what this run handed it, before any launch (verify/layouts.py)
 
 
-TENSOR_LISTS = ("first", "second", "reference", "native", "before", "after", "sample_index")
-RUN_TENSOR_LISTS = ("outputs", "reference", "native")
+TENSOR_LISTS = ("first", "second", "reference", "native", "rounded", "before", "after", "sample_index")
+RUN_TENSOR_LISTS = ("outputs", "reference", "native", "rounded")
 
 
 @dataclass
@@ -117,6 +118,9 @@ class CaseData:
     # reference_fn on the inputs as given: its distance from `reference` is torch's own error in the inputs'
     # dtype, the error model's measure (verify/error_model.py); [] when not run
     native: list[Any] = field(default_factory=list)
+    # reference_fn in float64 on the inputs rounded once more: its distance from `reference` is what one more
+    # rounding in the inputs' dtype costs (error_model.rounded_once_more); [] when not run
+    rounded: list[Any] = field(default_factory=list)
     expected_dtypes: list[str] = field(default_factory=list)  # reference_fn's output dtypes on the inputs as given
     before: list[Any] = field(default_factory=list)  # input tensors before the kernel ran (None for scalars)
     after: list[Any] = field(default_factory=list)  # the same inputs after the first run
@@ -149,38 +153,39 @@ class CaseData:
                    default=0)
 
     def sample(self, outputs: list[Any], reference: list[Any], limit: int = SAMPLE_ELEMENTS,
-               native: list[Any] | None = None) -> None:
-        """Set `first`, `reference` and `native` to same-index random samples of each output and its references
-        (the whole tensors when small), with the whole tensors' shapes and NaN count beside them; computed with
-        the functions bound above, on the outputs' device."""
-        native = list(native or [])
+               native: list[Any] | None = None, rounded: list[Any] | None = None) -> None:
+        """Set `first`, `reference`, `native` and `rounded` to same-index random samples of each output and its
+        references (the whole tensors when small), with the whole tensors' shapes and NaN count beside them;
+        computed with the functions bound above, on the outputs' device."""
+        native, rounded = list(native or []), list(rounded or [])
         with _no_torch_function():
             self.output_shapes = [_tuple(_size(t)) for t in outputs]
             self.reference_shapes = [_tuple(_size(t)) for t in reference]
             self.not_plain = [i for i, t in enumerate(outputs) if _type(t) is not _Tensor]
-            self.first, self.reference, self.native = [], [], []
+            self.first, self.reference, self.native, self.rounded = [], [], [], []
             self.nan_where_reference_has_none, self.sample_index = [], []
             for i, out in enumerate(outputs):
                 ref = reference[i] if i < _len(reference) else None
                 own = native[i] if i < _len(native) else None
+                moved = rounded[i] if i < _len(rounded) else None
                 index = None
                 if ref is None or self.reference_shapes[i] != self.output_shapes[i]:
                     # the judge reports the count or the shapes from the fields above; no values to compare
                     nan, out = 0, _narrow(_reshape(out, (-1,)), 0, 0, 0)
                     ref = None if ref is None else _narrow(_reshape(ref, (-1,)), 0, 0, 0)
-                    own = None
+                    own = moved = None
                 else:
                     ref = _to(ref, _device_of(out))
-                    if own is not None and _tuple(_size(own)) == self.output_shapes[i]:
-                        own = _to(own, _device_of(out))
-                    else:
-                        own = None
+                    shape = self.output_shapes[i]
+                    own, moved = (_to(t, _device_of(out)) if t is not None and _tuple(_size(t)) == shape else None
+                                  for t in (own, moved))
                     nan = _item(_sum(_logical_and(_isnan(out), _logical_not(_isnan(ref)))))
                     if _numel(out) > limit:
                         generator = _Generator(device=_device_of(out))
                         generator.manual_seed(_int_from_bytes(_urandom(8), "little") >> 1)
                         index = _randint(_numel(out), (limit,), generator=generator, device=_device_of(out))
                         own = None if own is None else _take(own, index)
+                        moved = None if moved is None else _take(moved, index)
                         if _numel(out) < 2 ** 31:  # an int32 index: half the bytes to hand over
                             out, ref, index = _take(out, index), _take(ref, index), _to(index, _int32)
                         else:
@@ -189,17 +194,20 @@ class CaseData:
                 if ref is not None:
                     self.reference.append(ref)
                     self.native.append(own)
+                    self.rounded.append(moved)
                 self.nan_where_reference_has_none.append(nan)
                 self.sample_index.append(index)
             self.reference += reference[_len(outputs):]
             if not any(t is not None for t in self.native):
                 self.native = []
+            if not any(t is not None for t in self.rounded):
+                self.rounded = []
 
     def to_host(self) -> None:
         """Copy the sampled tensors to host memory now (the bound functions above), so that packing them
         later, on another thread, moves nothing on the GPU (a benchmark times the kernel meanwhile)."""
         with _no_torch_function():
-            for name in ("first", "reference", "native", "sample_index"):
+            for name in ("first", "reference", "native", "rounded", "sample_index"):
                 setattr(self, name, [None if t is None else _cpu(_detach(t)) for t in getattr(self, name)])
 
     # -- the wire ---------------------------------------------------------------------

@@ -50,7 +50,7 @@ from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .structure import output_label, paired_by_name
 from .torchops import AUTOGRAD, base_name
-from .value_stress import stress_factor, stress_note
+from .value_stress import stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
              "reference_fn?); set [verify] require_triton = false if that is intended")
@@ -69,13 +69,11 @@ class Judge:
 
     config: VerifyConfig
     seen_references: dict[str, str] = field(default_factory=dict)  # digest -> label of the first case
-    factor: float = 0.0  # the error model's factor for the case being judged (judge() sets it)
 
     def judge(self, data: CaseData, weak_inputs: bool = True) -> CaseResult:
         """The verdict on one case. `weak_inputs`: also warn about inputs that prove nothing (a digest of
         the whole reference: the recheck of a benchmark-sized output skips it)."""
         start = time.perf_counter()
-        self.factor = stress_factor(data.stress, self.config.error_factor)
         result = CaseResult(case_index=data.case_index, label=data.label, status="passed", config=data.config,
                             notes=list(data.notes), generated=data.generated, launches=data.launches,
                             checks=dict(data.checks), phase=data.phase)
@@ -150,7 +148,7 @@ class Judge:
                 if note not in result.notes:
                     result.notes.append(note)
             unwritten = unwritten_mask(out, out2) if data.second else None
-            cmp = self._compare(out, expected, data.native[j] if j < len(data.native) else None, tol, unwritten)
+            cmp = self._compare(out, expected, own_error_of(data, j), tol, unwritten)
             result.compared.append(compared_entry(output_label(name), got_dtype, cmp, tol))
             result.messages += [prefix + m for m in cmp.messages]
             if cmp.unwritten:
@@ -208,9 +206,9 @@ class Judge:
             out, expected = data.first[i], data.reference[j]
             if dtype_name(out) != "float32" or out.shape != expected.shape:
                 continue
-            native = data.native[j] if j < len(data.native) else None
-            if self._compare(out, expected, native, fp32).passed \
-                    or not self._compare(out, expected, native, tf32).passed:
+            own = own_error_of(data, j)
+            if self._compare(out, expected, own, fp32).passed \
+                    or not self._compare(out, expected, own, tf32).passed:
                 continue
             name = data.names[i] if i < len(data.names) else f"[{i}]"
             result.messages.append((f"output{name}: " if len(data.reference) > 1 else "") + TF32_HINT)
@@ -326,7 +324,7 @@ class Judge:
                         problems.append(no_tolerance(dtype_name(out)))
                         continue
                     name = run.names[i] if several and i < len(run.names) else ""
-                    cmp = self._compare(out, expected, run.native[j] if j < len(run.native) else None, tol)
+                    cmp = self._compare(out, expected, own_error_of(run, j), tol)
                     problems += [f"output{name}: {m}" if name else m for m in cmp.messages]
                 problem = f"{problems[0]} ({run.hint})" if problems and run.hint else (problems[0] if problems else "")
             if run.compat:
@@ -337,10 +335,12 @@ class Judge:
             else:
                 result.checks[run.name] = "passed"
 
-    def _compare(self, out: torch.Tensor, expected: torch.Tensor, native: torch.Tensor | None, tol: Tolerance,
+    def _compare(self, out: torch.Tensor, expected: torch.Tensor, own: tuple[Any, Any], tol: Tolerance,
                  unwritten: torch.Tensor | None = None) -> Comparison:
-        """Every comparison the judge makes goes through here: one error model (verify/error_model.py)."""
-        return compare(out, expected, tol, unwritten, native, self.factor or self.config.error_factor)
+        """Every comparison the judge makes goes through here: one error model (verify/error_model.py). `own`:
+        (native, rounded), the results that measure the dtype's own error (own_error_of)."""
+        native, rounded = own
+        return compare(out, expected, tol, unwritten, native, self.config.error_factor, rounded)
 
     @staticmethod
     def _compat_finding(result: CaseResult, run: Any, problem: str) -> None:
@@ -380,21 +380,29 @@ class Judge:
             result.checks["inputs"] = "passed"
 
 
+def own_error_of(holder: Any, j: int) -> tuple[Any, Any]:
+    """(native, rounded) of reference output j of a CaseData or an ExtraRun: reference_fn on the inputs' own dtype
+    and in float64 on them rounded once more (None where it has none)."""
+    return (holder.native[j] if j < len(holder.native) else None,
+            holder.rounded[j] if j < len(holder.rounded) else None)
+
+
 def judge_outputs(config: VerifyConfig, case_index: int, label: str, outputs: list[Any], names: list[str],
                   reference: list[Any], native: list[Any] | None = None,
-                  reference_names: list[str] | None = None) -> CaseResult:
+                  reference_names: list[str] | None = None, rounded: list[Any] | None = None) -> CaseResult:
     """Outputs of one call against the reference, in this process: for rechecks that are reported, never
     the verdict (no weak-input checks: those hash the whole reference)."""
     data = CaseData(case_index=case_index, label=label, first=outputs, names=names, reference=reference,
-                    native=list(native or []), reference_names=list(reference_names or []))
+                    native=list(native or []), reference_names=list(reference_names or []),
+                    rounded=list(rounded or []))
     return Judge(config).judge(data, weak_inputs=False)
 
 
 def compared_entry(output: str, dtype: str, cmp: Comparison, tol: Tolerance) -> dict[str, Any]:
     """What was compared for one output and by how much (CaseResult.compared)."""
     return {"output": output, "dtype": dtype, "passed": not cmp.messages, "max_abs_err": cmp.max_abs_err,
-            "torch_error": cmp.torch_error, "torch_dtype": cmp.torch_dtype, "multiple": cmp.multiple,
-            "factor": cmp.factor, "rtol": tol.rtol, "atol": tol.atol}
+            "torch_error": cmp.torch_error, "torch_dtype": cmp.torch_dtype, "source": cmp.torch_source,
+            "multiple": cmp.multiple, "factor": cmp.factor, "rtol": tol.rtol, "atol": tol.atol}
 
 
 def is_constant(t: torch.Tensor) -> bool:

@@ -136,7 +136,7 @@ def outputs_or_why(call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[l
 
 
 def layout_runs(call: Callable[[list[Any]], Any], reference_fn: Callable[..., Any], inputs: list[Any],
-                reference: list[Any], native: list[Any], config: VerifyConfig, skip: str = "",
+                reference: list[Any], native: list[Any], rounded: list[Any], config: VerifyConfig, skip: str = "",
                 live: bool = False) -> list[ExtraRun]:
     """The noncontiguous and storage_offset runs of one case. `call(args)`: kernel_fn(*args) as the battery
     calls it (its allocations poisoned); `inputs`: the case's input values; `reference`/`native`: its
@@ -179,6 +179,7 @@ def layout_runs(call: Callable[[list[Any]], Any], reference_fn: Callable[..., An
             run.error = f"kernel_fn raised on {what}: {raised}"
             continue
         run.outputs, run.names, run.reference, run.native = outputs, names, list(reference), list(native)
+        run.rounded = list(rounded)
     return runs
 
 

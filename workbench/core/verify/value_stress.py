@@ -15,13 +15,14 @@ runs each element in Python) runs again with every floating-point tensor input
 
 (integer and boolean inputs, index tensors and Python scalars untouched; a tensor that requires grad stays a
 leaf that requires grad). The reference sees the same stressed inputs, and the error model judges them as any
-case (verify/error_model.py): where torch in the inputs' dtype loses digits or overflows too, the kernel may;
-at an offset, where torch's own reductions are more accurate than a correct kernel's, OFFSET_FACTOR times more.
-A case whose label carries the stress ("rows=7 cols=127 [values x64] (generated)") fails with a note on what
-such a failure usually means. A stress case is one call of kernel_fn: the second call's checks (unwritten
-elements by sentinel, determinism, the torch ops) ran on the case whose values it varies. `[verify] value_stress = false` turns them off, or a list of input names (as
-reference_fn calls them) stresses only those, for a kernel whose domain is narrower (a probability input, an
-angle). They are generated cases: `generated_cases = false` turns them off too.
+case (verify/error_model.py): where torch in the inputs' dtype loses digits or overflows too, the kernel may,
+and at an offset one more rounding of the inputs costs what a correct kernel's blocked mean costs (torch's own
+reductions are more accurate there). A case whose label carries the stress ("rows=7 cols=127 [values x64]
+(generated)") fails with a note on what such a failure usually means. A stress case is one call of kernel_fn:
+the second call's checks (unwritten elements by sentinel, determinism, the torch ops) ran on the case whose
+values it varies. `[verify] value_stress = false` turns them off, or a list of input names (as reference_fn
+calls them) stresses only those, for a kernel whose domain is narrower (a probability input, an angle). They
+are generated cases: `generated_cases = false` turns them off too.
 """
 
 from __future__ import annotations
@@ -42,11 +43,6 @@ STRESSES = ("values x64", "values x1/1024", "offset", "outliers")
 # its 24 bits, +64 a float16 one 5 of 11, +16 a bfloat16 one 4 of 8.
 OFFSETS = {torch.float16: 64.0, torch.bfloat16: 16.0}
 DEFAULT_OFFSET = 1000.0
-# At a common offset a row's error is how its mean was accumulated, and torch's reductions (Welford's update in
-# layer_norm, pairwise sums) are more accurate there than a correct kernel's blocked sum: a two-pass LayerNorm as
-# FlagGems writes it is 3.2x torch's own float32 error at +1000 on an H200, where E[x^2] - E[x]^2 is 870x. The
-# offset cases allow this many times the project's error_factor.
-OFFSET_FACTOR = 4.0
 STABLE_SIZE = 1024  # a base case at least this big: torch's own error is measured over enough elements
 INTERPRETED_SIZE = 256  # ... under the interpreter, which runs every element in Python: cheaper, still enough
 OUTLIER_EVERY = 512
@@ -93,11 +89,6 @@ def _rank(case: Case, size: int) -> tuple[int, int]:
     volume = prod(flat) if flat else 0
     above_one = bool(flat) and all(n > 1 for n in flat)
     return (0 if above_one else 1, volume if volume >= size else 2 ** 62 - volume)
-
-
-def stress_factor(stress: str, error_factor: float) -> float:
-    """The error model's factor for a case under `stress` (verify/error_model.py)."""
-    return error_factor * OFFSET_FACTOR if stress == "offset" else error_factor
 
 
 def stressed(inputs: list[Any], stress: str, names: list[str], only: bool | list[str]) -> list[Any]:
