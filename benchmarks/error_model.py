@@ -1,4 +1,5 @@
-"""What factor of the dtype's own error (torch's, or one more rounding of the inputs') separates correct kernels from broken ones (verify/error_model.py).
+"""What factor of the dtype's own error (torch's, or one more rounding of the inputs') separates correct kernels
+from broken ones (verify/error_model.py).
 
 Verifies every correct and every broken fixture of the test suite (tests/kernels_numerics.py,
 kernels_libraries.py, kernels_training.py, kernels_zoo.py) in one `workbench verify --json`, and prints, per
