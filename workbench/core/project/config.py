@@ -29,8 +29,9 @@ overrides what it names:
                                  # floating-point input's gradient verified with the forward (verify/gradients.py)
     value_stress = true          # value-stress cases: inputs x64, x1/1024, +1000, with outliers (false, or a
                                  # list of the inputs to stress: ["x"]) (verify/value_stress.py)
-    error_factor = 2.0           # an output may be off by this many times torch's own error in the inputs'
-                                 # dtype, never held below the dtype's tolerance (verify/error_model.py)
+    error_factor = 2.0           # an output may be off by this many times the inputs' dtype's own error (torch's,
+                                 # or one more rounding of the inputs'), never below the dtype's tolerance
+                                 # (verify/error_model.py)
 
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"
@@ -153,7 +154,7 @@ class VerifyConfig:
     noncontiguous: str = "check"  # verify/layouts.py
     storage_offset: str = "require"
     backward: bool = False  # a training kernel whatever get_inputs marks: every float input's gradient verified
-    # how many times torch's own error in the inputs' dtype a kernel's may be (verify/error_model.py)
+    # how many times the inputs' dtype's own error a kernel's may be (verify/error_model.py)
     error_factor: float = 2.0
     # value-stress cases (verify/value_stress.py): True, False, or the names of the inputs to stress
     value_stress: bool | list[str] = True
