@@ -53,7 +53,7 @@ def driver(argv: list[str]) -> int:
     run_project = verifying.run_project
     log = open(os.environ["HEADLESS_TIMELINE"] + "l", "w")  # .jsonl, as the events come: a run cut short keeps them
 
-    def timed_run_project(project, runner, stages, on_event=None, **kwargs):
+    def timed_run_project(project, runner, spec, on_event=None, hooks=None):
         def on(event):
             entry = {"t": time.perf_counter() - started, "type": event.type, "project": project.name}
             for key in ("case_index", "phase", "config", "stage", "duration_s", "phases", "warmup_phases"):
@@ -64,7 +64,7 @@ def driver(argv: list[str]) -> int:
             log.flush()
             if on_event is not None:
                 on_event(event)
-        return run_project(project, runner, stages, on, **kwargs)
+        return run_project(project, runner, spec, on, hooks)
 
     verifying.run_project = timed_run_project
     from workbench.cli import main

@@ -198,13 +198,13 @@ def test_a_kernel_that_prints_megabytes_a_call_is_bounded_on_its_way(cli, make_p
     """10 MB a call froze the app for ~40 s (headless: 3.6 s) and `-v` printed 125 MB: what reaches the
     app and the reports is the head and the tail of it, with what was dropped said between."""
     from workbench.core.events import LogLine
-    from workbench.core.run import make_runner, run_project
+    from workbench.core.run import RunSpec, make_runner, run_project
 
     project = Project.open(make_project(FLOODS, toml=ONLY_CASES))
     events = []
     runner = make_runner(interpret=True, parallel=1)
     try:
-        outcome = run_project(project, runner, ["verify"], events.append, case_indices=[0])
+        outcome = run_project(project, runner, RunSpec(("verify",), case_indices=[0]), events.append)
     finally:
         runner.close()
     assert outcome.exit_code == 0

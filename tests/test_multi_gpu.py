@@ -53,12 +53,12 @@ def test_shards_are_placed_one_gpu_each_and_every_result_names_its_gpu(make_proj
     from workbench.core.events import CaseResult, LogLine
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     runner = Runner(parallel=1, gpus=FAKE)
     assert runner.parallel == 2  # at least a shard per GPU
     try:
-        outcome = run_project(Project.open(make_project(SAYS_ITS_GPU, toml=ONLY_CASES)), runner, ["verify"])
+        outcome = run_project(Project.open(make_project(SAYS_ITS_GPU, toml=ONLY_CASES)), runner, RunSpec(("verify",)))
     finally:
         runner.close()
     assert outcome.exit_code == 0
@@ -123,7 +123,7 @@ def test_a_lost_worker_s_cases_are_re_queued_and_recorded_once(make_project):
     from workbench.core.events import CaseResult, Requeued, StageChanged
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     runner = Runner(parallel=1)
     lost = []
@@ -136,7 +136,7 @@ def test_a_lost_worker_s_cases_are_re_queued_and_recorded_once(make_project):
             worker.kill()
 
     try:
-        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify"], on_event)
+        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, RunSpec(("verify",)), on_event)
     finally:
         runner.close()
     requeued = outcome.of_type(Requeued)
@@ -205,7 +205,7 @@ def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_v
     from workbench.core.events import CaseResult, Problem, Requeued, StageChanged
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     runner = Runner(parallel=1)
     events = []
@@ -219,7 +219,7 @@ def test_a_worker_lost_while_verifying_a_bench_job_benchmarks_only_after_every_v
             worker.kill()
 
     try:
-        run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify", "bench"], on_event)
+        run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, RunSpec(("verify", "bench")), on_event)
     finally:
         runner.close()
     (requeued,) = [e for e in events if isinstance(e, Requeued)]

@@ -139,7 +139,7 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
 
     from workbench.core.events import CaseResult, Requeued, StageChanged
     from workbench.core.project.folder import Project
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     assert connect(cluster[1])
     runner = ray_runner(parallel=1, connected_here=True)
@@ -152,7 +152,7 @@ def test_a_lost_gpu_s_cases_run_again_elsewhere_and_are_recorded_once(cluster, m
             ray.kill(worker.actor, no_restart=True)
 
     try:
-        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify"], on_event)
+        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, RunSpec(("verify",)), on_event)
     finally:
         runner.close()
     (requeued,) = outcome.of_type(Requeued)
@@ -172,7 +172,7 @@ def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
 
     from workbench.core.events import CaseResult, RunFinished
     from workbench.core.project.folder import Project
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     runner = make_matrix_runner(cluster[1])
     try:
@@ -184,7 +184,7 @@ def test_per_gpu_kind_runs_the_job_once_on_each_kind(cluster, make_project):
         runner = make_matrix_runner(cluster[1])
         assert runner.kinds == ["FAKE_A", "FAKE_B"]
         events = []
-        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, ["verify"], events.append)
+        outcome = run_project(Project.open(make_project(kernels.GOOD, toml=ONLY_CASES)), runner, RunSpec(("verify",)), events.append)
     finally:
         runner.close()
     tuned = sorted((r.case_index, r.gpu.split()[-1]) for r in outcome.of_type(CaseResult) if not r.config and not r.generated)

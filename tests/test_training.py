@@ -120,12 +120,12 @@ def live_events(project_path, interpret=True):
     """The events of one live-loop run of verify (the interpreter, else this machine's GPU), in their order."""
     from workbench.core.project.folder import Project
     from workbench.core.run import make_runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     events = []
     runner = make_runner(interpret=interpret)
     try:
-        outcome = run_project(Project.open(project_path), runner, ["verify"], events.append, live=True, record=False)
+        outcome = run_project(Project.open(project_path), runner, RunSpec(("verify",), live=True, record=False), events.append)
     finally:
         runner.close()
     return events, outcome

@@ -173,13 +173,13 @@ def test_sharded_verification_is_one_run(make_project):
     from workbench.core.events import CaseResult, RunStarted, StageChanged, WorkerReady
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     events = []
     runner = Runner(parallel=2)
     try:
         outcome = run_project(Project.open(make_project(kernels.CRASHES, toml=ONLY_CASES)),
-                              runner, ["verify"], events.append)
+                              runner, RunSpec(("verify",)), events.append)
     finally:
         runner.close()
     assert sum(isinstance(e, WorkerReady) for e in events) == 1
@@ -198,12 +198,12 @@ def test_sharded_verification_says_verified_once_before_the_benchmark(make_proje
     from workbench.core.events import CaseResult, Problem, RunStarted, StageChanged
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     events = []
     runner = Runner(parallel=2)
     try:
-        run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"], events.append)
+        run_project(Project.open(make_project(kernels.GOOD)), runner, RunSpec(("verify", "bench")), events.append)
     finally:
         runner.close()
     stages = [(n, e.stage) for n, e in enumerate(events) if isinstance(e, StageChanged)]
@@ -249,13 +249,13 @@ def test_reports_list_cases_in_case_order_whatever_order_the_shards_finished(tmp
 def test_a_warm_runner_keeps_a_worker_per_shard_and_one_for_the_benchmark(make_project):
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     runner = Runner(parallel=2, keep_warm=True)
     try:
         runner.prewarm()
         assert runner.workers_per_run == 3 and len(runner.supply.spares) == 3
-        run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify", "bench"])
+        run_project(Project.open(make_project(kernels.GOOD)), runner, RunSpec(("verify", "bench")))
         assert sum(w.proc.poll() is None for w in runner.supply.spares) == 3  # refilled for the next save
     finally:
         runner.close()
@@ -267,14 +267,14 @@ def test_what_the_kernel_prints_reaches_the_log_even_though_the_exit_is_not_wait
     from workbench.core.events import LogLine
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     chatty = kernels.kernel_source(launcher=kernels.LAUNCHER.replace(
         "    return out", "    print('kernel_fn says hello', x.numel(), flush=True)\n    return out"))
     events = []
     runner = Runner()
     try:
-        run_project(Project.open(make_project(chatty)), runner, ["verify"], events.append)
+        run_project(Project.open(make_project(chatty)), runner, RunSpec(("verify",)), events.append)
     finally:
         runner.close()
     said = [e.text for e in events if isinstance(e, LogLine) and "kernel_fn says hello" in e.text]
@@ -288,13 +288,13 @@ def test_under_a_launcher_the_run_ends_when_the_launcher_is_done(make_project, t
 
     from workbench.core.project.folder import Project
     from workbench.core.run.runner import Runner
-    from workbench.core.run.session import run_project
+    from workbench.core.run.session import RunSpec, run_project
 
     report = tmp_path / "report.txt"
     launcher = ["sh", "-c", f'"$@"; sleep 0.5; echo written > {shlex.quote(str(report))}', "launcher"]
     runner = Runner(launcher=launcher)
     try:
-        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, ["verify"])
+        outcome = run_project(Project.open(make_project(kernels.GOOD)), runner, RunSpec(("verify",)))
     finally:
         runner.close()
     assert outcome.exit_code == 0

@@ -13,9 +13,11 @@ Two kinds of hook:
   return value is ignored. pluggy calls the most recently registered plugin first: a project's
   own plugin, then entry-point plugins, then the built-ins.
 - Notification hooks (``workbench_observe_event``, ``workbench_finish_run``) are called in the
-  process that started a run (the CLI or the TUI, never the worker process that runs the
-  kernel), for every verify/bench run. Their return values are ignored. An exception raised
-  by an implementation propagates to the caller: keep them small and safe.
+  process that started a run (the CLI, the TUI, pytest --workbench or the MCP server, never the
+  worker process that runs the kernel), for every verify/bench run, one call at a time
+  (``workbench.core.run.session.PluginHooks``). Their return values are ignored. An exception
+  raised by an implementation stops no run: an observer's becomes a log line of the run, a
+  finish hook's is printed (the TUI: its log). Keep them small and safe all the same.
 
 One hook is ``firstresult`` (``workbench_make_runner``): the first implementation that returns
 something other than None wins and the rest are not called. Every other hook calls every implementation.
@@ -148,7 +150,7 @@ def workbench_make_runner(args: Any, interpret: bool, keep_warm: bool) -> Any:
 def workbench_observe_event(event: Any, project: Any) -> None:
     """See every event of a verify or bench run as it arrives.
 
-    When: in the process that started the run (the CLI or the TUI, never the worker), once
+    When: in the process that started the run (never the worker), once
     for each event the run emits, in order, from the worker's ``WorkerReady`` to the final
     ``RunFinished``. It runs on the path that renders results: return quickly and never block.
 

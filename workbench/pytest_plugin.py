@@ -77,13 +77,19 @@ class Projects:
         from .core.run.factory import lanes, lanes_per_gpu
         from .core.run.gpus import select_gpus
         from .core.run.project_lanes import ProjectLanes
-        from .core.run.session import run_project
+        from .core.run.session import PluginHooks, RunSpec, run_project
+        from .plugins import PluginError, make_plugin_manager
 
+        try:  # the installed plugins observe these runs as they do `workbench verify`'s
+            hooks = PluginHooks(make_plugin_manager())
+        except PluginError as exc:
+            raise pytest.UsageError(f"--workbench: {exc}") from None
         interpret = config.getoption("workbench_interpret")
         files = kernel_files(config)
         runners = lanes(max(1, len(files)), [] if interpret else select_gpus("all"), interpret=interpret,
                         keep_warm=True, per_gpu=lanes_per_gpu(["verify"]))
-        self.lanes = ProjectLanes(runners, lambda project, runner: run_project(project, runner, ["verify"]))
+        self.lanes = ProjectLanes(runners, lambda project, runner: run_project(project, runner, RunSpec(("verify",)),
+                                                                               hooks=hooks))
         self.futures: dict[Path, Any] = {}
         for path in files:
             self.start(path)

@@ -18,7 +18,7 @@ from typing import Any
 from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
 from ..core.events import CompiledKernels, KernelFacts, Problem
 from ..core.project.history import read_records
-from ..core.run.session import compile_for_target, run_project
+from ..core.run.session import RunSpec, compile_for_target, run_project
 from ..core.timing.compiler_facts import describe_facts, fmt_occupancy
 from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, read_stage
 from ..core.verdict import worst_problem
@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
         args.interpret, args.gpus = False, "all"
         runners = make_runners(args, context, 1, keep_warm=False)
         try:
-            outcome = run_project(project, runners[0], ["ir"], case_indices=args.cases, record=False)
+            outcome = run_project(project, runners[0], RunSpec(("ir",), case_indices=args.cases, record=False))
         finally:
             for runner in runners:
                 runner.close()

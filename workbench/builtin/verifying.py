@@ -22,7 +22,7 @@ from ..core.project.folder import Project, ProjectError, find_projects
 from ..core.run.factory import lanes, lanes_per_gpu
 from ..core.run.gpus import GpuSelectionError, select_gpus
 from ..core.run.project_lanes import ProjectLanes
-from ..core.run.session import RunOutcome, run_project
+from ..core.run.session import PluginHooks, RunOutcome, RunSpec, run_project
 from ..core.verdict import worst_exit
 from ..reports import format_outcome, junit_tree, projects_summary
 
@@ -99,15 +99,14 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
     runners = make_runners(args, context, len(projects), stages=stages)
     progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(runners) == 1)
     outcomes: list[RunOutcome | None] = [None] * len(projects)
-    lock = threading.RLock()  # hooks and printing, one lane at a time
+    lock = threading.RLock()  # printing, one lane at a time
+    hooks = PluginHooks(context.pm)
     printed = 0
 
     def finish(index: int, outcome: RunOutcome) -> None:
         nonlocal printed
         with lock:
             progress.clear()
-            context.pm.hook.workbench_finish_run(project=outcome.project, finished=outcome.finished,
-                                                 events=outcome.events)
             outcomes[index] = outcome
             while printed < len(projects) and outcomes[printed] is not None:
                 if not args.json:
@@ -121,12 +120,11 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
         def on_event(event: Event) -> None:
             with lock:
                 progress(event)
-                context.pm.hook.workbench_observe_event(event=event, project=project)
 
-        outcome = run_project(project, runner, stages, on_event, case_indices=args.cases, timeout_s=args.timeout,
-                              fresh_baselines=getattr(args, "fresh_baselines", False),
-                              fresh_checks=getattr(args, "fresh_checks", False),
-                              bench_mode=getattr(args, "mode", None) or "")
+        spec = RunSpec(tuple(stages), case_indices=args.cases, timeout_s=args.timeout,
+                       fresh_baselines=getattr(args, "fresh_baselines", False),
+                       fresh_checks=getattr(args, "fresh_checks", False), bench_mode=getattr(args, "mode", None) or "")
+        outcome = run_project(project, runner, spec, on_event, hooks)
         finish(index, outcome)
         return outcome
 

@@ -40,9 +40,9 @@ from ..core.project.folder import Project
 from ..core.project.history import read_records, read_source
 from ..core.run.contracts import RunnerLike
 from ..core.run.factory import make_runner
-from ..core.run.session import RunOutcome
+from ..core.run.session import PluginHooks, RunOutcome
 from .actions import Actions
-from .messages import FilesGone, RunBegan, RunDone, RunEvent, SaveAccepted, WatchFailed
+from .messages import FilesGone, PluginWarning, RunBegan, RunDone, RunEvent, SaveAccepted, WatchFailed
 from .model import LiveSession, RunState
 from .panels import PanelSpec, collect_panels
 from .widgets.bench import AutotunePanel, BenchPanel
@@ -114,9 +114,10 @@ class WorkbenchApp(Actions, App):
         # `workbench watch` passes the runner (builtin/verifying.make_runners: GPUs, plugins); this one has no
         # GPU placement, for the app opened on its own (tests, the module's example).
         runner = runner or make_runner(interpret=interpret, keep_warm=True)
+        hooks = PluginHooks(pm, warn=lambda text: self.post_message(PluginWarning(text))) if pm is not None else None
         self.loop = LiveLoop(project, runner, self._loop_event,
                              on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
-                             on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)))
+                             on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)), hooks=hooks)
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -206,12 +207,7 @@ class WorkbenchApp(Actions, App):
             self.post_message(WatchFailed(f"{type(exc).__name__}: {exc}"))
 
     def _loop_event(self, run_id: int, event: Event) -> None:
-        """On the run thread: plugins observe, then the UI gets the event."""
-        if self.pm is not None:
-            try:
-                self.pm.hook.workbench_observe_event(event=event, project=self.project)
-            except Exception as exc:  # noqa: BLE001 - a plugin must not stop the run
-                self.post_message(RunEvent(run_id, LogLine(text=f"plugin observer failed: {exc}")))
+        """On the run thread (the plugins have observed it: run/session.PluginHooks): the UI gets the event."""
         self.post_message(RunEvent(run_id, event))
 
     def submit(self, reason: str, stages: tuple[str, ...] | None = None, save: Save | None = None) -> int:
@@ -238,6 +234,9 @@ class WorkbenchApp(Actions, App):
         if message.paths:
             self.query_one(LogPanel).note(f"{', '.join(message.paths)} disappeared: waiting for it to come back")
         self.render_run({"bench", "autotune"})
+
+    def on_plugin_warning(self, message: PluginWarning) -> None:
+        self.query_one(LogPanel).note(message.text, style="red1")
 
     def on_watch_failed(self, message: WatchFailed) -> None:
         self.notify(f"saves are no longer watched: {message.reason}", title="watcher stopped", severity="error",
@@ -306,12 +305,6 @@ class WorkbenchApp(Actions, App):
     def on_run_done(self, message: RunDone) -> None:
         outcome: RunOutcome = message.outcome
         run = self.runs.get(message.run_id)
-        if self.pm is not None:
-            try:
-                self.pm.hook.workbench_finish_run(project=self.project, finished=outcome.finished,
-                                                  events=outcome.events)
-            except Exception as exc:  # noqa: BLE001
-                self.query_one(LogPanel).note(f"a plugin's finish_run failed: {exc}", style="red1")
         if run is not None and outcome.record is not None and run.case_timings():
             self.bench_times[outcome.record.id] = run.case_timings()
         if outcome.record is not None:

@@ -34,6 +34,14 @@ class WatchFailed(Message):
         self.reason = reason
 
 
+class PluginWarning(Message):
+    """A plugin's hook failed (run/session.PluginHooks): said in the log, the run goes on."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
 class RunBegan(Message):
     """The loop took a request off its queue: the project's Triton cache is being cleared."""
 

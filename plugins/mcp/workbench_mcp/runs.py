@@ -15,12 +15,13 @@ from typing import Any, Callable
 
 from workbench.core.events import Event
 from workbench.core.project import Project
-from workbench.core.run import RunOutcome, lanes, run_project, select_gpus
+from workbench.core.run import PluginHooks, RunOutcome, RunSpec, lanes, run_project, select_gpus
 
 
 class Runs:
-    def __init__(self, make_runner: Callable[[bool], Any] | None = None):
+    def __init__(self, make_runner: Callable[[bool], Any] | None = None, hooks: PluginHooks | None = None):
         self._make_runner = make_runner or default_runner
+        self.hooks = hooks  # the plugins' notification hooks, fired by every run (run/session.PluginHooks)
         self._runners: dict[bool, Any] = {}
         self._one_at_a_time = threading.Lock()
         self._state = threading.Lock()
@@ -54,8 +55,8 @@ class Runs:
                     on_event(event)
 
             try:
-                return run_project(project, runner, stages, relay, case_indices=cases, timeout_s=timeout_s,
-                                   live=live)
+                spec = RunSpec(tuple(stages), case_indices=cases, timeout_s=timeout_s, live=live)
+                return run_project(project, runner, spec, relay, self.hooks)
             finally:
                 with self._state:
                     self._current = None

@@ -34,6 +34,7 @@ from workbench.core.project import (
     source_diff,
     validate_name,
 )
+from workbench.core.run import PluginHooks
 from workbench.core.stage import BENCH_STAGES
 from workbench.profiling import collect_profilers
 from workbench.reports import timing_change
@@ -195,7 +196,7 @@ def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = Fals
 
 
 def serve(pm: Any, root: Path, interpret: bool = False, prewarm: bool = True) -> int:
-    runs = Runs()
+    runs = Runs(hooks=PluginHooks(pm))
     server = build_server(pm, root, runs, default_interpret=interpret)
     try:
         if prewarm:

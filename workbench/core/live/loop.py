@@ -25,7 +25,7 @@ from ..events import BenchResult, Event, Problem, RunFinished
 from ..project.folder import Project
 from ..project.history import RecorderLock
 from ..run.contracts import RunnerLike
-from ..run.session import RunOutcome, run_project
+from ..run.session import PluginHooks, RunOutcome, RunSpec, run_project
 from .watch import Save
 
 
@@ -45,8 +45,9 @@ OnRunDone = Callable[[int, RunRequest, RunOutcome], None]
 
 class LiveLoop:
     def __init__(self, project: Project, runner: RunnerLike, on_event: OnRunEvent,
-                 on_start: OnRunStart | None = None, on_done: OnRunDone | None = None):
-        self.project, self.runner = project, runner
+                 on_start: OnRunStart | None = None, on_done: OnRunDone | None = None,
+                 hooks: PluginHooks | None = None):
+        self.project, self.runner, self.hooks = project, runner, hooks  # hooks: the plugins', fired by each run
         self.on_event, self.on_start, self.on_done = on_event, on_start, on_done
         self._wakeup = threading.Condition()
         self._pending: tuple[int, RunRequest] | None = None
@@ -112,8 +113,9 @@ class LiveLoop:
 
         started = time.monotonic()
         try:
-            outcome = run_project(self.project, self.runner, list(request.stages), relay, pins=dict(request.pins),
-                                  live=True, reference_timings=self._reference_timings, record=self.recording)
+            spec = RunSpec(tuple(request.stages), pins=dict(request.pins), live=True,
+                           reference_timings=dict(self._reference_timings), record=self.recording)
+            outcome = run_project(self.project, self.runner, spec, relay, self.hooks)
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
                           traceback=traceback.format_exc()))

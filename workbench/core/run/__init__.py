@@ -34,7 +34,7 @@ _EXPORTS = {
     "RunnerLike": ".contracts", "WorkerHandle": ".contracts", "WorkerSource": ".contracts", "ProcessLike": ".contracts",
     "WorkerProcess": ".workers", "WorkerStartError": ".workers", "LocalWorkers": ".workers",
     "event_or_log": ".workers", "log_lines_left": ".workers", "worker_env": ".workers", "wait_for_ready": ".workers",
-    "RunOutcome": ".session", "run_project": ".session",
+    "RunOutcome": ".session", "run_project": ".session", "RunSpec": ".session", "PluginHooks": ".session",
     "GpuSlot": ".gpus", "discover_gpus": ".gpus", "select_gpus": ".gpus",
     "WORKER_MODULE": ".protocol",
 }

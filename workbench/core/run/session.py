@@ -1,14 +1,17 @@
 """One run of one project, from the parent's side: config, cache, job, events, outcome.
 
-Both the CLI and the TUI start runs through `run_project`; it never imports the
-kernel (the Runner's worker does).
+Every front end of verify and bench (the CLI, the app's live loop, pytest --workbench, the MCP server) starts
+its runs through `run_project` with a `RunSpec`, which fires the plugins' notification hooks (`PluginHooks`);
+it never imports the kernel (the Runner's worker does). The profilers still build their own Job.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from ..events import (
     AutotuneReport,
@@ -17,6 +20,7 @@ from ..events import (
     CompiledKernels,
     DeviceFacts,
     Event,
+    LogLine,
     Problem,
     Requeued,
     RunFinished,
@@ -160,20 +164,77 @@ def read_watched_files(project: Project) -> dict[str, str]:
     return files
 
 
-def run_project(project: Project, runner: RunnerLike, stages: list[str], on_event: OnEvent | None = None,
-                case_indices: list[int] | None = None, pins: dict[str, int] | None = None, *, live: bool = False,
-                timeout_s: float | None = None, reference_timings: dict[str, Any] | None = None,
-                options: dict[str, Any] | None = None, record: bool = True,
-                fresh_baselines: bool = False, bench_mode: str = "", fresh_checks: bool = False) -> RunOutcome:
-    """Clear the project's Triton cache, run `stages` in a worker, collect the events, record the run.
+@dataclass(frozen=True)
+class RunSpec:
+    """What one run of a project does, for every front end (the CLI, the app's live loop, pytest --workbench,
+    the MCP server).
 
-    `live`: the live loop's run (its shorter timing series; reference times of earlier runs,
-    `reference_timings`, reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
-    `options`: a plugin's own switches for its stages (Job.options); `record`: write the run to the history
-    (a live loop that is not the project's recorder does not: history.RecorderLock); `fresh_baselines`: time
-    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/kept.py); `bench_mode`:
-    a training kernel's benchmark mode ("fwd", "bwd", "full"), over workbench.toml's [bench] mode; `fresh_checks`: run
-    the torch.compile and CUDA-graph checks again rather than keep an earlier run's pass (project/kept.py)."""
+    `stages`: the worker's stages ("verify", "bench", "ir", ...); `case_indices`: the cases to run (None: all);
+    `pins`: autotune configs pinned by kernel name; `live`: the live loop's run (its shorter timing series;
+    `reference_timings` of earlier runs reused); `timeout_s`: the command line's --timeout, over workbench.toml's;
+    `options`: a plugin's own switches for its stages (Job.options); `record`: write the run to the history (a
+    live loop that is not the project's recorder does not: history.RecorderLock); `fresh_baselines`: time
+    torch.compile(reference_fn) again rather than reuse an earlier run's time (project/kept.py); `bench_mode`: a
+    training kernel's benchmark mode ("fwd", "bwd", "full"), over workbench.toml's [bench] mode; `fresh_checks`:
+    run the torch.compile and CUDA-graph checks again rather than keep an earlier run's pass (project/kept.py)."""
+
+    stages: tuple[str, ...]
+    case_indices: list[int] | None = None
+    pins: dict[str, int] = field(default_factory=dict)
+    live: bool = False
+    timeout_s: float | None = None
+    reference_timings: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    record: bool = True
+    fresh_baselines: bool = False
+    bench_mode: str = ""
+    fresh_checks: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(self.stages))
+
+
+class PluginHooks:
+    """The notification hooks (hookspecs.workbench_observe_event, workbench_finish_run), fired by `run_project`
+    for every run whatever front end started it, one call at a time (runs on several lanes share one
+    PluginHooks; a plugin need not be thread-safe). A plugin that raises does not stop the run: an observer's
+    failure becomes a LogLine of the run, a finish hook's is handed to `warn` (stderr by default)."""
+
+    def __init__(self, pm: Any, warn: Callable[[str], None] | None = None):
+        self.pm, self.warn = pm, warn or (lambda text: print(text, file=sys.stderr))
+        self._one_at_a_time = threading.RLock()
+
+    def observe(self, event: Event, project: Project) -> LogLine | None:
+        try:
+            with self._one_at_a_time:
+                self.pm.hook.workbench_observe_event(event=event, project=project)
+        except Exception as exc:  # noqa: BLE001 - a plugin must not stop the run
+            return LogLine(text=f"plugin observer failed: {type(exc).__name__}: {exc}")
+        return None
+
+    def finish(self, outcome: "RunOutcome") -> None:
+        try:
+            with self._one_at_a_time:
+                self.pm.hook.workbench_finish_run(project=outcome.project, finished=outcome.finished,
+                                                  events=outcome.events)
+        except Exception as exc:  # noqa: BLE001
+            self.warn(f"a plugin's finish_run failed: {type(exc).__name__}: {exc}")
+
+
+def run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: OnEvent | None = None,
+                hooks: PluginHooks | None = None) -> RunOutcome:
+    """Clear the project's Triton cache, run `spec`'s stages in a worker, collect the events, record the run.
+    `on_event` sees each event as it arrives; `hooks`, the plugins' notification hooks, are fired for each
+    event and once the run is over (before the caller reports it)."""
+    outcome = _run_project(project, runner, spec, on_event, hooks)
+    if hooks is not None:
+        hooks.finish(outcome)
+    return outcome
+
+
+def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: OnEvent | None,
+                 hooks: PluginHooks | None) -> RunOutcome:
+    stages = list(spec.stages)
     started = time.monotonic()
     try:
         raw = project.kernel_path.read_bytes()
@@ -192,7 +253,10 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
         outcome.tally.add(event)
         if isinstance(event, RunFinished):
             outcome.finished = event
+        failed = hooks.observe(event, project) if hooks is not None else None
         if on_event is not None:
+            if failed is not None:
+                on_event(failed)
             on_event(event)
 
     try:
@@ -205,26 +269,27 @@ def run_project(project: Project, runner: RunnerLike, stages: list[str], on_even
         return outcome
     project.ensure_state_dir()
     project.clear_triton_cache()
-    if live:
+    if spec.live:
         config = replace(config, bench=config.bench.for_live_loop())
-    if bench_mode:  # the command line's --mode wins over workbench.toml
-        config = replace(config, bench=replace(config.bench, mode=bench_mode))
-    if timeout_s:  # the command line's --timeout wins over workbench.toml
-        config = replace(config, verify=replace(config.verify, timeout_s=timeout_s, interpret_timeout_s=timeout_s))
+    if spec.bench_mode:  # the command line's --mode wins over workbench.toml
+        config = replace(config, bench=replace(config.bench, mode=spec.bench_mode))
+    if spec.timeout_s:  # the command line's --timeout wins over workbench.toml
+        config = replace(config, verify=replace(config.verify, timeout_s=spec.timeout_s,
+                                                 interpret_timeout_s=spec.timeout_s))
     # The baselines' kept times (the live loop keeps its own reference times, and times no torch.compile)
-    keeps_baselines = "bench" in stages and not live and not fresh_baselines
-    job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(), case_indices=case_indices,
-              cache_dir=str(project.triton_cache_dir), pins=pins or {}, live=live,
-              reference_timings=dict(reference_timings or {}), options=dict(options or {}),
+    keeps_baselines = "bench" in stages and not spec.live and not spec.fresh_baselines
+    job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(),
+              case_indices=spec.case_indices, cache_dir=str(project.triton_cache_dir), pins=dict(spec.pins),
+              live=spec.live, reference_timings=dict(spec.reference_timings), options=dict(spec.options),
               kept_baselines=load_baselines(project) if keeps_baselines else {},
-              kept_findings=load_findings(project) if not live and not fresh_checks else {})
+              kept_findings=load_findings(project) if not spec.live and not spec.fresh_checks else {})
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s
     runner.run(job, collect, timeout_s=limit, interpret_timeout_s=verify.interpret_timeout_s)
     remember_baselines(project, outcome.of_type(BenchResult))
     remember_findings(project, outcome.compatibility())
-    if record and worth_recording(outcome):
+    if spec.record and worth_recording(outcome):
         outcome.record = append_record(project, outcome.to_record(), source, files)
     return outcome
 
@@ -237,6 +302,6 @@ def compile_for_target(project: Project, target: str, case_indices: list[int] | 
 
     runner = make_runner(env={COMPILE_TARGET_ENV: target}, parallel=1)
     try:
-        return run_project(project, runner, ["ir"], case_indices=case_indices, record=False)
+        return run_project(project, runner, RunSpec(("ir",), case_indices=case_indices, record=False))
     finally:
         runner.close()

@@ -1,0 +1,131 @@
+"""A run is one call, whatever front end starts it (issue 42): `run_project(project, runner, RunSpec(...))`,
+which fires the plugins' notification hooks for every run: the CLI's, the app's live loop's, pytest
+--workbench's and the MCP server's alike."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import kernels
+import pytest
+
+import workbench
+from workbench.core.events import LogLine, RunFinished, RunStarted, WorkerReady
+from workbench.core.project.folder import Project
+from workbench.core.run.session import PluginHooks, RunSpec, run_project
+from workbench.plugins import make_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class OneRunRunner:
+    """Stands in for Runner: each run reports three events and finishes; keeps the jobs it was given."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def run(self, job, on_event, timeout_s=None, interpret_timeout_s=None):
+        self.jobs.append(job)
+        source_hash = Project.open(job.kernel_path).source_hash()
+        on_event(WorkerReady(pid=1, mode="interpreter", device_name="cpu", torch_version="t", triton_version="t",
+                             python_version="p", warmup_s=0.0))
+        on_event(RunStarted(kernel_path=job.kernel_path, source_hash=source_hash, mode="interpreter",
+                            device_name="cpu", n_cases=0))
+        finished = RunFinished(verdict="passed")
+        on_event(finished)
+        return finished
+
+    def prewarm(self):
+        pass
+
+    def cancel(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class Recorder:
+    def __init__(self, fail_observing=False, fail_finishing=False):
+        self.events, self.finished = [], []
+        self.fail_observing, self.fail_finishing = fail_observing, fail_finishing
+
+    @workbench.hookimpl
+    def workbench_observe_event(self, event, project):
+        self.events.append((type(event).__name__, project.name))
+        if self.fail_observing and isinstance(event, RunStarted):
+            raise RuntimeError("observer broke")
+
+    @workbench.hookimpl
+    def workbench_finish_run(self, project, finished, events):
+        self.finished.append((project.name, finished.verdict, len(events)))
+        if self.fail_finishing:
+            raise RuntimeError("finisher broke")
+
+
+def hooks_with(recorder, warnings=None):
+    pm = make_plugin_manager(autoload=False)
+    pm.register(recorder, name="recorder")
+    return PluginHooks(pm, warn=(warnings.append if warnings is not None else None))
+
+
+def test_the_spec_becomes_the_job_and_the_hooks_see_every_event_then_the_end(make_project):
+    project = Project.open(make_project(kernels.GOOD, name="scale"))
+    runner, recorder, seen = OneRunRunner(), Recorder(), []
+    spec = RunSpec(["verify", "bench"], case_indices=[0, 2], pins={"k": 1}, timeout_s=7.0, record=False,
+                   options={"x": 1})
+    outcome = run_project(project, runner, spec, seen.append, hooks_with(recorder))
+    job = runner.jobs[0]
+    assert (job.stages, job.case_indices, job.pins, job.options) == (["verify", "bench"], [0, 2], {"k": 1}, {"x": 1})
+    assert job.config["verify"]["timeout_s"] == 7.0  # the command line's --timeout, over workbench.toml's
+    assert recorder.events == [("WorkerReady", "scale"), ("RunStarted", "scale"), ("RunFinished", "scale")]
+    assert recorder.finished == [("scale", "passed", 3)]
+    assert [type(e) for e in seen] == [WorkerReady, RunStarted, RunFinished] and outcome.record is None
+
+
+def test_a_plugin_that_raises_stops_no_run(make_project):
+    project = Project.open(make_project(kernels.GOOD, name="scale"))
+    recorder, seen, warnings = Recorder(fail_observing=True, fail_finishing=True), [], []
+    outcome = run_project(project, OneRunRunner(), RunSpec(("verify",), record=False), seen.append,
+                          hooks_with(recorder, warnings))
+    assert outcome.finished is not None and outcome.finished.verdict == "passed"
+    said = [e.text for e in seen if isinstance(e, LogLine)]
+    assert said == ["plugin observer failed: RuntimeError: observer broke"]
+    assert warnings == ["a plugin's finish_run failed: RuntimeError: finisher broke"]
+
+
+def test_the_mcp_servers_runs_fire_the_hooks(make_project):
+    sys.path.insert(0, str(ROOT / "plugins" / "mcp"))
+    try:
+        from workbench_mcp.runs import Runs
+    finally:
+        sys.path.pop(0)
+    recorder = Recorder()
+    runs = Runs(make_runner=lambda interpret: OneRunRunner(), hooks=hooks_with(recorder))
+    runs.run(Project.open(make_project(kernels.GOOD, name="served")), ["verify"])
+    assert recorder.finished == [("served", "passed", 3)]
+    assert [name for name, _ in recorder.events] == ["WorkerReady", "RunStarted", "RunFinished"]
+
+
+def hook_calls(path: Path) -> list[str]:
+    """The notification hooks a file calls (pm.hook.workbench_observe_event(...), ...)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("workbench_observe_event", "workbench_finish_run")]
+
+
+def test_only_the_run_session_fires_the_notification_hooks():
+    """Every front end that runs verify or bench (the CLI, the app, pytest --workbench, the MCP server) gets them
+    through run_project: none fires them itself, so none can forget to."""
+    firing = {str(path.relative_to(ROOT)) for folder in ("workbench", "plugins")
+              for path in (ROOT / folder).rglob("*.py") if "/build/" not in str(path) and hook_calls(path)}
+    assert firing == {"workbench/core/run/session.py"}
+
+
+@pytest.mark.parametrize("front_end", ["workbench/pytest_plugin.py", "plugins/mcp/workbench_mcp/server.py",
+                                       "workbench/builtin/verifying.py", "workbench/tui/app.py"])
+def test_every_front_end_hands_its_runs_the_plugins_hooks(front_end):
+    assert "PluginHooks(" in (ROOT / front_end).read_text(encoding="utf-8")
