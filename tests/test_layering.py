@@ -11,7 +11,7 @@ import pytest
 CORE = Path(__file__).resolve().parents[1] / "workbench" / "core"
 # Lower first. A module may import its own layer and the layers before it.
 LAYERS = [
-    {"events", "fsutil", "stage", "verdict", "text"},
+    {"events", "exit_codes", "fsutil", "stage", "verdict", "text"},
     {"project"},
     {"verify"},
     {"timing"},
@@ -222,3 +222,19 @@ def test_the_public_api_check_catches_a_submodule_and_a_private_name(tmp_path):
     found = workbench_imports(plugin / "bad.py", "workbench_x.bad")
     assert ("workbench.core.run.workers", ["WorkerProcess"]) in found and "workbench.core.run.workers" not in PUBLIC
     assert ("workbench.core.run", ["_EXPORTS"]) in found
+
+
+def test_exit_codes_are_defined_in_one_file():
+    """workbench/core/exit_codes.py holds every exit status; elsewhere they are imported, never defined."""
+    root = CORE.parents[1]
+    defined = []
+    for path in [*(root / "workbench").rglob("*.py"), *(root / "plugins").rglob("*.py")]:
+        if "build" in path.parts or path.name == "exit_codes.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                defined += [f"{path.relative_to(root)}: {n.id}" for n in names
+                            if isinstance(n, ast.Name) and n.id.startswith("EXIT_")]
+    assert defined == []

@@ -28,6 +28,7 @@ from .commands import (
     Context,
     collect_commands,
 )
+from .core.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TERMINATED
 from .plugins import PluginError, make_plugin_manager
 
 
@@ -53,7 +54,6 @@ def build_parser(commands: dict, pm: pluggy.PluginManager | None = None) -> argp
     return parser
 
 
-EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE: the reader of stdout went away (module docstring)
 
 
 def main(argv: list[str] | None = None, pm: pluggy.PluginManager | None = None) -> int:
@@ -114,10 +114,10 @@ def _main(argv: list[str] | None, pm: pluggy.PluginManager | None) -> int:
         return exc.exit_code
     except Terminated:
         print(f"workbench {args.command}: interrupted (SIGTERM); its workers were stopped", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"workbench {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

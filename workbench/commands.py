@@ -19,7 +19,7 @@ import pluggy
 hookimpl = pluggy.HookimplMarker("workbench")
 
 from .core.events import Event, StageChanged
-from .core.verdict import (  # noqa: F401 - the API plugins import
+from .core.exit_codes import (  # noqa: F401 - the API plugins import
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
     EXIT_OK,

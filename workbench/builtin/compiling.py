@@ -15,7 +15,7 @@ import argparse
 import json
 from typing import Any
 
-from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
+from ..commands import EXIT_OK, EXIT_UNUSABLE, Command, CommandError, Context, hookimpl
 from ..core.events import CompiledKernels, KernelFacts, Problem
 from ..core.project.history import read_records
 from ..core.run.session import RunSpec, compile_for_target, run_project
@@ -86,11 +86,11 @@ def _run(args: argparse.Namespace, context: Context) -> int:
             print()
             print(stage_error or format_stage(args.stage, chosen, text_lines))
     if code == EXIT_OK and stage_error:
-        code = 2
+        code = EXIT_UNUSABLE
     if code == EXIT_OK and not kernels:
         if worst is None:
             print("  nothing compiled: the case launched no Triton kernel")
-        code = 2
+        code = EXIT_UNUSABLE
     return code
 
 

@@ -36,8 +36,7 @@ from .events import (
     StageChanged,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_ENVIRONMENT = 0, 1, 2, 3
-EXIT_SLOWER = 4  # verified, but slower than the baseline beyond noise (`workbench bench --fail-slower`)
+from .exit_codes import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_OK, EXIT_SLOWER, EXIT_UNUSABLE  # noqa: F401 - theirs
 
 # Problems that mean "the project could not be used" (2), as opposed to a kernel that ran and was
 # wrong (1) or a machine that cannot run it (3).

@@ -9,7 +9,7 @@ share nothing but what this module names (docs/ARCHITECTURE.md, "The process bou
 - the job: one JSON line on the child's stdin (`core.stage.Job`), later a GPU_GATE line ("the GPU is yours");
 - the events: JSON lines on its stdout (core/events.py); its prints on stderr;
 - how it ends: a StageChanged(stage=JOB_DONE) with the exit status in `current`, then the exit: 0, or
-  EXIT_POISONED after a CUDA error left its context unusable (the parent resumes the cases left in a fresh
+  exit_codes.EXIT_POISONED after a CUDA error left its context unusable (the parent resumes the cases left in a fresh
   worker); a shard past its verification cases says PRECOMPILING. A child ending before its job is done
   crashed, whatever its status (os._exit(0) in kernel.py is a crash too);
 - how it dies with the parent: the child holds the read end of a pipe whose write end only the parent
@@ -29,7 +29,6 @@ WORKER_MODULE = "workbench.core.run.child.worker"
 TEMPLATE_MODULE = "workbench.core.run.child.template"
 
 JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
-EXIT_POISONED = 75
 PRECOMPILING = "precompiling"  # the StageChanged a verification shard sends when its verification is over
 GPU_GATE = "gpu"  # the line the parent sends a gated job once the GPU is its own
 

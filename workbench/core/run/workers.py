@@ -26,8 +26,8 @@ from ..stage import Job
 from . import trace
 from .forkserver import ForkServer
 from .gpus import GpuSlot
+from ..exit_codes import EXIT_POISONED
 from .protocol import (
-    EXIT_POISONED,
     GPU_GATE,
     WORKER_MODULE,
     dies_with_this_process,

@@ -31,6 +31,7 @@ from ...events import (
     event_from_json,
     foreign_event,
 )
+from ...exit_codes import EXIT_JUDGE_GONE
 from ...verify.handoff import CASE, EVENT, GATE, CaseData, read_frame, write_frame
 
 FORGED = ("a verdict written by the kernel's process, not by the judge: ignored "
@@ -76,7 +77,6 @@ class JudgeLink:
         self._ask(GATE, b"")
 
 
-EXIT_JUDGE_GONE = 76
 
 
 def judge_threads() -> int:

@@ -16,6 +16,7 @@ import socket
 import sys
 from typing import Sequence
 
+from ...exit_codes import EXIT_FORK_FAILED
 from ..protocol import COMPILE_TARGET_ENV, WORKER_MODULE, die_with_parent
 
 # What every worker imports before its job: loaded once here, shared by every fork.
@@ -133,7 +134,7 @@ def _gpu_visible() -> bool:
 
 
 def _become_worker(fds: Sequence[int], env: dict[str, str], template_interprets: bool) -> None:
-    code = 70
+    code = EXIT_FORK_FAILED
     try:
         os.setsid()
         for target, fd in enumerate(fds):

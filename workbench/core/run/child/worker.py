@@ -8,7 +8,7 @@ then writes a `worker_ready` event (with the seconds of each warm-up step) and b
 on stdin for one job line. That is what lets the parent keep a worker warm ahead of a save. Events go to the original stdout; anything the
 kernel prints goes to stderr, so user prints cannot corrupt the event stream.
 
-Exit status: 0 after a job, protocol.EXIT_POISONED when a CUDA error poisoned the
+Exit status: 0 after a job, exit_codes.EXIT_POISONED when a CUDA error poisoned the
 context (the parent resumes the remaining cases in a fresh worker). A process started with
 ROLE_ENV = COMPILE_ROLE is a compile process of a run's pool instead (child/compile_pool.py).
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...stage import Job, JobContext, Phases
-from ..protocol import COMPILE_MODE, COMPILE_ROLE, COMPILE_TARGET_ENV, EXIT_POISONED, JOB_DONE, ROLE_ENV, die_with_parent
+from ...exit_codes import EXIT_ENVIRONMENT, EXIT_POISONED
+from ..protocol import COMPILE_MODE, COMPILE_ROLE, COMPILE_TARGET_ENV, JOB_DONE, ROLE_ENV, die_with_parent
 from . import compile_pool
 
 # Stages a job can ask for, by name -> "module:function". Functions take
@@ -111,7 +112,7 @@ def main() -> int:
         from ...verify import handoff  # noqa: F401 - binds its primitives before kernel.py can patch them
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
         EventStream(events_fd)(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
-        return 3
+        return EXIT_ENVIRONMENT
     from .judge_process import fork_judge
 
     watch = Phases()
@@ -122,7 +123,7 @@ def main() -> int:
         torch, mode, device_name, reason = _warm_up(watch)
     except Exception as exc:  # noqa: BLE001 - reported, the parent exits 3
         emit(Problem(kind="environment", message=f"the worker cannot start: {type(exc).__name__}: {exc}"))
-        return 3
+        return EXIT_ENVIRONMENT
     import platform
 
     import triton
