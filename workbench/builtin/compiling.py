@@ -22,7 +22,7 @@ from ..core.run.session import RunSpec, compile_for_target, run_project
 from ..core.timing.compiler_facts import describe_facts, fmt_occupancy
 from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, read_stage
 from ..core.verdict import worst_problem
-from ..reports import text_table
+from ..reports.tables import text_table
 from .verifying import make_runners, resolve_projects
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from typing import Any
 
 from ..core.events import (
     CaseResult,
@@ -22,6 +21,18 @@ from ..core.text import (
 )
 from ..core.verdict import CASE_RANK, GPU_ONLY_KIND
 
+# The benchmark's reports, for `from workbench.reports import format_bench` (the public API plugins use).
+from .bench import (  # noqa: F401
+    autotune_lines,
+    bench_table,
+    comparison_lines,
+    compiled_lines,
+    format_bench,
+    kinds_table,
+    timing_change,
+)
+from .tables import gpus_used, text_table  # noqa: F401 - text_table: the commands' too
+
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
 
 
@@ -35,16 +46,6 @@ def relpath(path: str) -> str:
     except ValueError:
         return path
     return rel if not rel.startswith("..") else path
-
-
-def gpus_used(results: list[Any]) -> list[str]:
-    """The GPUs (GpuSlot ids) that produced these results, in order."""
-    return sorted({r.gpu for r in results if r.gpu})
-
-
-def text_table(rows: list[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
 def mode_line(outcome: RunOutcome) -> str:
@@ -311,15 +312,3 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
             el.text = (p.location + "\n" if p.location else "") + p.traceback
     ET.indent(root)
     return ET.ElementTree(root)
-
-
-# The benchmark's reports, for `from workbench.reports import format_bench` (the public API plugins use).
-from .bench import (  # noqa: E402,F401
-    autotune_lines,
-    bench_table,
-    comparison_lines,
-    compiled_lines,
-    format_bench,
-    kinds_table,
-    timing_change,
-)

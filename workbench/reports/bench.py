@@ -24,7 +24,7 @@ from ..core.text import (
 )
 from ..core.timing.compiler_facts import describe_facts, facts_by_config, facts_cells, picked_facts
 from ..core.timing.stats import bench_summary, relative_spread
-from . import gpus_used, text_table  # the package defines them before it imports this module
+from .tables import gpus_used, text_table
 
 if TYPE_CHECKING:
     from ..core.live.changes import Comparison, SpeedChange
