@@ -13,14 +13,13 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from .events import Problem
 
-if TYPE_CHECKING:  # for the annotations only: this module imports nothing of the workbench but events
+if TYPE_CHECKING:  # for the annotations only: at run time this module imports nothing of the workbench but events
     from .project.config import ProjectConfig
     from .project.contract import KernelModule
-    from .run.child.compile_pool import CompilePool
     from .verdict import Tally
 
 # The stages of `workbench bench` (and of a bench any front end runs): the interpreter refused before anything
@@ -130,7 +129,22 @@ class JobContext:
     # Blocks until the GPU is this job's alone; a job started beside its verification's last workers
     # (Job.gpu_gate) calls it before it times anything. Returns at once after the first call.
     wait_for_gpu: Callable[[], None] = lambda: None
-    compiles: CompilePool | None = None  # processes without a GPU compile this job's kernels
+    compiles: CompilesAhead | None = None  # processes without a GPU compile this job's kernels
+
+
+class CompilesAhead(Protocol):
+    """What a stage asks of the processes that compile its kernels beside a GPU worker (run/child/compile_pool.py's
+    CompilePool is the one there is): a protocol here, so this module refers to nothing above it."""
+
+    def ahead(self, km: Any, cases: list[Any], later: list[Any],
+              announce: Callable[[Any], None] = ...) -> Iterator[Any]:
+        """Record what `cases` (then `later`) compile, hand it out; `cases` in the order they become ready."""
+
+    def close(self, wait: bool = False) -> None:
+        """No more work (`wait`: until every queued compile is over)."""
+
+    def describe(self) -> str:
+        """One line on what was compiled, by how many processes."""
 
 
 def shard_of(cases: list, shard: list[int] | None) -> list:

@@ -18,11 +18,11 @@ import contextlib
 import functools
 import threading
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from ..events import Event, LogLine, Problem, Requeued
 from ..stage import CompilePoolOrder, Job
-from .contracts import OnEvent
+from .contracts import OnEvent, WorkerHandle, WorkerSource
 from .gpus import GpuSlot
 from .protocol import (
     COMPILE_ORDER_ENV,
@@ -33,10 +33,38 @@ from .protocol import (
 )
 from .pump import VERIFY_PHASE, pump
 from .relay import EarlyStart, RunRelay, ShardMerger, stamp_gpu
+from .supply import WorkerSupply
 from .workers import WorkerStartError
 
-if TYPE_CHECKING:
-    from .runner import Runner
+class Runner(Protocol):
+    """What a strategy asks of the runner that chose it (run/runner.Runner is the one there is): its workers and
+    their GPUs, the cancel flag, and the few decisions that are the runner's. A protocol, so that this module
+    never imports the runner that imports it."""
+
+    supply: WorkerSupply
+    source: WorkerSource
+    gpus: list[GpuSlot]
+    parallel: int
+    launcher: list[str]
+    keep_warm: bool
+    cancel_event: threading.Event
+    compile_target: list | None
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def gpu_for(self, shard: int) -> GpuSlot | None: ...
+
+    def take_worker(self, gpu: GpuSlot | None = None, timed: bool = False) -> WorkerHandle: ...
+
+    def prewarm(self) -> None: ...
+
+    def verification_started(self) -> None: ...
+
+    def verification_over(self) -> None: ...
+
+    def pooling_possible(self) -> bool: ...
+
 
 MAX_RESTARTS = 3
 # A worker that has not said it is ready by then (they take 2-10 s, more on a loaded host) is given up once, with
