@@ -129,3 +129,36 @@ def test_only_the_run_session_fires_the_notification_hooks():
                                        "workbench/builtin/verifying.py", "workbench/tui/app.py"])
 def test_every_front_end_hands_its_runs_the_plugins_hooks(front_end):
     assert "PluginHooks(" in (ROOT / front_end).read_text(encoding="utf-8")
+
+
+# -- the runners a front end runs its projects with, chosen in one place ---------------------------------------
+
+def test_a_plugins_runner_wins_else_lanes_over_the_chosen_gpus():
+    from workbench.core.run.factory import choose_runners
+    from workbench.core.run.gpus import GpuSelectionError
+
+    given = OneRunRunner()
+    assert choose_runners(3, ["verify"], plugin=lambda: given) == [given]
+    interpreted = choose_runners(1, ["verify"], interpret=True, plugin=lambda: None)
+    try:
+        assert len(interpreted) == 1 and interpreted[0].interpret and interpreted[0].gpus == []
+    finally:
+        for runner in interpreted:
+            runner.close()
+    with pytest.raises(GpuSelectionError):
+        choose_runners(1, ["verify"], gpus="7,9")  # no such GPUs on this machine (none at all on the CPU)
+
+
+def test_only_the_factory_chooses_lanes_and_gpus():
+    """The CLI, pytest --workbench and the MCP server ask choose_runners; none places GPUs or lanes itself."""
+    calls = set()
+    for folder in ("workbench", "plugins"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if "build" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call):
+                    name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                    if name in ("lanes", "select_gpus"):
+                        calls.add(str(path.relative_to(ROOT)))
+    assert calls == {"workbench/core/run/factory.py"}

@@ -74,8 +74,7 @@ class Projects:
     """The projects' runs, started together on lanes of runners (several per GPU: verification times nothing)."""
 
     def __init__(self, config: pytest.Config):
-        from .core.run.factory import lanes, lanes_per_gpu
-        from .core.run.gpus import select_gpus
+        from .core.run.factory import choose_runners
         from .core.run.project_lanes import ProjectLanes
         from .core.run.session import PluginHooks, RunSpec, run_project
         from .plugins import PluginError, make_plugin_manager
@@ -86,8 +85,7 @@ class Projects:
             raise pytest.UsageError(f"--workbench: {exc}") from None
         interpret = config.getoption("workbench_interpret")
         files = kernel_files(config)
-        runners = lanes(max(1, len(files)), [] if interpret else select_gpus("all"), interpret=interpret,
-                        keep_warm=True, per_gpu=lanes_per_gpu(["verify"]))
+        runners = choose_runners(max(1, len(files)), ["verify"], interpret=interpret, keep_warm=True)
         self.lanes = ProjectLanes(runners, lambda project, runner: run_project(project, runner, RunSpec(("verify",)),
                                                                                hooks=hooks))
         self.futures: dict[Path, Any] = {}

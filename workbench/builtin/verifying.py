@@ -19,8 +19,8 @@ from ..commands import (
 )
 from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
-from ..core.run.factory import lanes, lanes_per_gpu
-from ..core.run.gpus import GpuSelectionError, select_gpus
+from ..core.run.factory import choose_runners
+from ..core.run.gpus import GpuSelectionError
 from ..core.run.project_lanes import ProjectLanes
 from ..core.run.session import PluginHooks, RunOutcome, RunSpec, run_project
 from ..core.verdict import worst_exit
@@ -82,14 +82,13 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
     for the next run.
     """
     keep_warm = n_projects > 1 if keep_warm is None else keep_warm
-    plugin_runner = context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret, keep_warm=keep_warm)
-    if plugin_runner is not None:
-        return [plugin_runner]
     try:
-        gpus = [] if args.interpret else select_gpus(getattr(args, "gpus", "all"))
+        return choose_runners(n_projects, stages, interpret=args.interpret, keep_warm=keep_warm,
+                              gpus=getattr(args, "gpus", "all"),
+                              plugin=lambda: context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret,
+                                                                                   keep_warm=keep_warm))
     except GpuSelectionError as exc:
         raise CommandError(str(exc)) from None
-    return lanes(n_projects, gpus, interpret=args.interpret, keep_warm=keep_warm, per_gpu=lanes_per_gpu(stages))
 
 
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:

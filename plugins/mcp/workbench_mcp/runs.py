@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from workbench.core.events import Event
 from workbench.core.project import Project
-from workbench.core.run import PluginHooks, RunOutcome, RunSpec, lanes, run_project, select_gpus
+from workbench.core.run import PluginHooks, RunOutcome, RunSpec, choose_runners, run_project
+from workbench.core.stage import BENCH_STAGES
 
 
 class Runs:
@@ -86,5 +87,4 @@ class Runs:
 
 def default_runner(interpret: bool) -> Any:
     """One lane over this machine's GPUs (none under the interpreter), spares kept warm."""
-    gpus = [] if interpret else select_gpus("all")
-    return lanes(1, gpus, interpret=interpret, keep_warm=True)[0]
+    return choose_runners(1, BENCH_STAGES, interpret=interpret, keep_warm=True)[0]

@@ -5,15 +5,17 @@
     make_runner(launcher=["ncu", ...], env={...})   workers started under a profiler (one at a time)
     make_runner(workers=RayWorkers(...), parallel=8) workers from a plugin's source (contracts.WorkerSource)
     lanes(projects=3, gpus=select_gpus("all"))      one runner per lane of GPUs, for several projects at once
+    choose_runners(3, ["verify"], plugin=...)       what a front end runs its projects with: a plugin's runner
+                                                    (workbench_make_runner), else lanes over the chosen GPUs
 """
 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from .contracts import WorkerSource
-from .gpus import GpuSlot
+from .contracts import RunnerLike, WorkerSource
+from .gpus import GpuSlot, select_gpus
 from .protocol import count_from_env
 from .runner import Runner, default_parallel
 
@@ -47,6 +49,20 @@ def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
         shares = [[gpus[lane % len(gpus)]] for lane in range(count)]
     return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=max(1, parallel // count), gpus=share)
             for share in shares]
+
+
+def choose_runners(projects: int, stages: Sequence[str], *, interpret: bool = False, keep_warm: bool = False,
+                   gpus: str | None = "all", plugin: Callable[[], Any] | None = None) -> list[RunnerLike]:
+    """The runners a front end runs `projects` projects' `stages` with (the CLI's verify, bench and watch,
+    pytest --workbench, the MCP server): the runner a plugin gives (`plugin()`, the workbench_make_runner hook,
+    when it gives one), else lanes over the GPUs `gpus` selects (gpus.select_gpus; none under the
+    interpreter), several per GPU when the stages only verify. Raises gpus.GpuSelectionError for a `gpus` that
+    names no GPU here."""
+    given = plugin() if plugin is not None else None
+    if given is not None:
+        return [given]
+    placed = [] if interpret else select_gpus(gpus)
+    return lanes(projects, placed, interpret=interpret, keep_warm=keep_warm, per_gpu=lanes_per_gpu(stages))
 
 
 def lanes_per_gpu(stages: Sequence[str]) -> int:
