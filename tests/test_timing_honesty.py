@@ -398,7 +398,7 @@ class FakeChecker:
         return [torch.randn(case.params["n"])]
 
     def reference(self, inputs, case, native=False):
-        from workbench.core.verify.battery import Reference
+        from workbench.core.verify.references import Reference
         from workbench.core.verify.tensors import flatten_outputs
 
         return Reference(outputs=flatten_outputs(self.km.reference_fn(*inputs)))

@@ -49,7 +49,8 @@ from ..stage import (
     is_cuda_fatal,
     shard_of,
 )
-from ..verify.battery import Reference, Verifier
+from ..verify.battery import Verifier
+from ..verify.references import Reference
 from ..verify.compat import GraphCaptureBroke
 from ..verify.handoff import CaseData
 from ..verify.judge import judge_outputs

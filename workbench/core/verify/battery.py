@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 import traceback
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
@@ -37,7 +36,6 @@ from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training, input_names
 from .edge_cases import first_case_per_dtype, once_per_dtype
-from .error_model import rounded_once_more
 from .failures import interpreter_cannot_run, is_refusal, not_runnable_note
 from .guards import Guards
 from .handoff import CaseData, ExtraRun
@@ -45,11 +43,10 @@ from .interpreter_fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
 from .launches import LaunchCounter
 from .quick_tuning import verification_timer
+from .references import Reference, native_reference, reference_or_skip, upcast_reference
 from .layouts import layout_runs
 from .tensors import (
     Outputs,
-    aliased_outputs,
-    cast_floats,
     clone_inputs,
     flatten_outputs,
     input_elements,
@@ -65,14 +62,6 @@ from .torchops import TorchOpRecorder
 from .value_stress import stressed
 
 Emit = Callable[[Event], None]
-
-
-@dataclass
-class Reference:
-    outputs: Outputs
-    note: str = ""
-    native: Outputs | None = None  # reference_fn on the inputs as given (torch's own error: verify/error_model.py)
-    rounded: Outputs | None = None  # in float64 on the inputs rounded once more (error_model.rounded_once_more)
 
 
 class Verifier:
@@ -171,39 +160,9 @@ class Verifier:
                               self.config.value_stress)
         return inputs
 
-    def reference(self, inputs: list[Any], case: Case, quiet: bool = False, native: bool = False) -> "Reference":
-        """reference_fn on upcast inputs: float64, else float32 (a reference that refuses float64,
-        or a benchmark shape too big for it), else the inputs' own dtype; the note says which.
-        `native`: also reference_fn on the inputs as given (Reference.native)."""
-        notes = []
-        for dtype in (torch.float64, torch.float32):
-            try:
-                out = self.km.reference_fn(*cast_floats(inputs, dtype))
-                synchronize()
-                note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
-                return Reference(flatten_outputs(out), note,
-                                 self._native_reference(inputs)[0] if native else None,
-                                 self._rounded_reference(inputs) if dtype == torch.float64 else None)
-            except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
-                notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
-            except Exception as exc:  # noqa: BLE001 - some references refuse float64; try the next precision
-                if is_cuda_fatal(exc):
-                    raise ContextPoisoned(str(exc)) from exc
-                notes.append(f"{str(dtype).replace('torch.', '')} failed: {type(exc).__name__}")
-        try:
-            out = self.km.reference_fn(*clone_inputs(inputs))
-            synchronize()
-        except Exception as exc:  # noqa: BLE001
-            if is_cuda_fatal(exc):
-                raise ContextPoisoned(str(exc)) from exc
-            if quiet:
-                raise RunAborted(f"{type(exc).__name__}: {first_line(exc)}") from exc
-            self.emit(problem_from_exception("reference", exc, self.km.path,
-                                             f"reference_fn raised on case {case.label}", case.index))
-            raise RunAborted() from exc
-        return Reference(flatten_outputs(out),
-                         f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)})")
+    def reference(self, inputs: list[Any], case: Case, quiet: bool = False, native: bool = False) -> Reference:
+        """The case's references (verify/references.upcast_reference), for the benchmark's recheck too."""
+        return upcast_reference(self.km, inputs, case, self.emit, quiet, native)
 
     # -- one case -----------------------------------------------------------------------
 
@@ -241,14 +200,14 @@ class Verifier:
         else:
             data.checks["out_of_bounds"] = "skipped: guard_regions = false"
         originals = clone_inputs(inputs)
-        reference = self._reference_or_skip(inputs, case, data)
+        reference = reference_or_skip(self.km, inputs, case, data, self.emit)
         if reference is None:
             return [self.deliver(data)]
         if reference.note:
             data.notes.append(reference.note)
         data.reference, data.before = reference.outputs.tensors, tensors_only(originals)
         data.reference_names = reference.outputs.names
-        native, reference_aliases = self._native_reference(inputs)
+        native, reference_aliases = native_reference(self.km, inputs)
         data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
         data.native = [] if native is None else native.tensors
         data.rounded = [] if reference.rounded is None else reference.rounded.tensors
@@ -316,13 +275,13 @@ class Verifier:
             if self._too_large(inputs):
                 return []  # the whole battery says it skips the case
             data = CaseData(case_index=case.index, label=case.label, generated=case.generated, phase="forward")
-            reference = self._reference_or_skip(inputs, case, data)
+            reference = reference_or_skip(self.km, inputs, case, data, self.emit)
             if reference is None:
                 return []  # a generated shape the reference refuses: the whole battery drops it
             data.notes += [reference.note] if reference.note else []
             data.reference, data.before = reference.outputs.tensors, tensors_only(clone_inputs(inputs))
             data.reference_names = reference.outputs.names
-            native, _ = self._native_reference(inputs)
+            native, _ = native_reference(self.km, inputs)
             data.expected_dtypes = [] if native is None else [dtype_name(t) for t in native.tensors]
             data.native = [] if native is None else native.tensors
             data.rounded = [] if reference.rounded is None else reference.rounded.tensors
@@ -345,45 +304,6 @@ class Verifier:
     def _too_large(self, inputs: list[Any]) -> bool:
         """In the interpreter, among many cases, inputs too large to run (the plain contract's only case runs)."""
         return self.interpret and len(self.km.cases) > 1 and input_elements(inputs) > self.config.interpret_max_elements
-
-    def _reference_or_skip(self, inputs: list[Any], case: Case, data: CaseData) -> "Reference | None":
-        if not case.generated:
-            return self.reference(inputs, case)
-        try:
-            return self.reference(inputs, case, quiet=True)
-        except RunAborted as exc:
-            data.status = "skipped"
-            data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
-            return None
-
-    def _rounded_reference(self, inputs: list[Any]) -> Outputs | None:
-        """reference_fn in float64 on the inputs rounded once more (verify/error_model.py: how much one more
-        rounding in the inputs' dtype moves the output). None when it raises or does not fit."""
-        try:
-            out = flatten_outputs(self.km.reference_fn(*rounded_once_more(clone_inputs(inputs))))
-            synchronize()
-        except torch.cuda.OutOfMemoryError:
-            torch.cuda.empty_cache()
-            return None
-        except Exception as exc:  # noqa: BLE001 - then torch's own error is the measure alone
-            if is_cuda_fatal(exc):
-                raise ContextPoisoned(str(exc)) from exc
-            return None
-        return out
-
-    def _native_reference(self, inputs: list[Any]) -> tuple[Outputs | None, set[int]]:
-        """reference_fn on the inputs as given: the outputs whose dtypes kernel_fn must return (and whose
-        distance from the upcast reference is the op's own rounding), and which outputs the reference itself
-        returns as views of its inputs (the kernel may too). (None, set()) when it raises."""
-        args = clone_inputs(inputs)
-        try:
-            out = flatten_outputs(self.km.reference_fn(*args))
-            synchronize()
-        except Exception as exc:  # noqa: BLE001 - no dtype check then
-            if is_cuda_fatal(exc):
-                raise ContextPoisoned(str(exc)) from exc
-            return None, set()
-        return out, aliased_outputs(out, args)
 
     def _repeat_calls(self, case: Case, inputs: list[Any], originals: list[Any], data: CaseData) -> list[ExtraRun]:
         """kernel_fn again on fresh inputs, then on the first call's own tensors refilled with those values:

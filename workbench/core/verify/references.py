@@ -1,0 +1,109 @@
+"""What a case is judged against: reference_fn three ways (verify/error_model.py says why).
+
+- `upcast_reference`: on float64-upcast inputs (`r`, the truth); float32 where a reference refuses float64 or
+  runs out of memory, else the inputs' own dtype, with a note saying which;
+- `native_reference`: on the inputs as given (`n`: torch in the inputs' dtype, whose outputs' dtypes kernel_fn
+  must return and whose distance from `r` is torch's own error);
+- `rounded_reference`: in float64 on the inputs rounded once more (`p`: what one more rounding costs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..events import Event
+from ..project.contract import Case, KernelModule, first_line, problem_from_exception
+from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal
+from .error_model import rounded_once_more
+from .handoff import CaseData
+from .tensors import Outputs, aliased_outputs, cast_floats, clone_inputs, flatten_outputs, synchronize
+
+
+@dataclass
+class Reference:
+    outputs: Outputs
+    note: str = ""
+    native: Outputs | None = None  # reference_fn on the inputs as given (torch's own error: verify/error_model.py)
+    rounded: Outputs | None = None  # in float64 on the inputs rounded once more (error_model.rounded_once_more)
+
+
+def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Callable[[Event], None],
+                     quiet: bool = False, native: bool = False) -> Reference:
+    """reference_fn on upcast inputs: float64, else float32 (a reference that refuses float64, or a benchmark
+    shape too big for it), else the inputs' own dtype; the note says which. `native`: also reference_fn on the
+    inputs as given (Reference.native). In float64, also on the inputs rounded once more (Reference.rounded).
+    Raises RunAborted when reference_fn raises in every precision (`quiet`: with the reason, else reported)."""
+    notes = []
+    for dtype in (torch.float64, torch.float32):
+        try:
+            out = km.reference_fn(*cast_floats(inputs, dtype))
+            synchronize()
+            note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
+            return Reference(flatten_outputs(out), note, native_reference(km, inputs)[0] if native else None,
+                             rounded_reference(km, inputs) if dtype == torch.float64 else None)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
+        except Exception as exc:  # noqa: BLE001 - some references refuse float64; try the next precision
+            if is_cuda_fatal(exc):
+                raise ContextPoisoned(str(exc)) from exc
+            notes.append(f"{str(dtype).replace('torch.', '')} failed: {type(exc).__name__}")
+    try:
+        out = km.reference_fn(*clone_inputs(inputs))
+        synchronize()
+    except Exception as exc:  # noqa: BLE001
+        if is_cuda_fatal(exc):
+            raise ContextPoisoned(str(exc)) from exc
+        if quiet:
+            raise RunAborted(f"{type(exc).__name__}: {first_line(exc)}") from exc
+        emit(problem_from_exception("reference", exc, km.path, f"reference_fn raised on case {case.label}",
+                                    case.index))
+        raise RunAborted() from exc
+    return Reference(flatten_outputs(out), f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)})")
+
+
+def reference_or_skip(km: KernelModule, inputs: list[Any], case: Case, data: CaseData,
+                      emit: Callable[[Event], None]) -> Reference | None:
+    """upcast_reference; for a generated case whose shape reference_fn refuses, None with `data` skipped."""
+    if not case.generated:
+        return upcast_reference(km, inputs, case, emit)
+    try:
+        return upcast_reference(km, inputs, case, emit, quiet=True)
+    except RunAborted as exc:
+        data.status = "skipped"
+        data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
+        return None
+
+
+def rounded_reference(km: KernelModule, inputs: list[Any]) -> Outputs | None:
+    """reference_fn in float64 on the inputs rounded once more (verify/error_model.py: how much one more
+    rounding in the inputs' dtype moves the output). None when it raises or does not fit."""
+    try:
+        out = flatten_outputs(km.reference_fn(*rounded_once_more(clone_inputs(inputs))))
+        synchronize()
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return None
+    except Exception as exc:  # noqa: BLE001 - then torch's own error is the measure alone
+        if is_cuda_fatal(exc):
+            raise ContextPoisoned(str(exc)) from exc
+        return None
+    return out
+
+
+def native_reference(km: KernelModule, inputs: list[Any]) -> tuple[Outputs | None, set[int]]:
+    """reference_fn on the inputs as given: the outputs whose dtypes kernel_fn must return (and whose distance
+    from the upcast reference is the op's own rounding), and which outputs the reference itself returns as
+    views of its inputs (the kernel may too). (None, set()) when it raises."""
+    args = clone_inputs(inputs)
+    try:
+        out = flatten_outputs(km.reference_fn(*args))
+        synchronize()
+    except Exception as exc:  # noqa: BLE001 - no dtype check then
+        if is_cuda_fatal(exc):
+            raise ContextPoisoned(str(exc)) from exc
+        return None, set()
+    return out, aliased_outputs(out, args)
