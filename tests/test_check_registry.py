@@ -67,3 +67,64 @@ def test_each_check_names_code_that_exists():
 
 def test_the_compatibility_findings_are_the_compat_and_layout_runs():
     assert {c.key for c in CHECKS.values() if c.finding} == {"torch_compile", "cuda_graph", *LAYOUTS}
+
+
+# -- a check a plugin adds -----------------------------------------------------------------------------------
+
+def verify_with(pm, project, capsys):
+    import json
+
+    from workbench.cli import main
+
+    capsys.readouterr()
+    code = main(["verify", str(project), "--interpret", "--json"], pm=pm)
+    return code, json.loads(capsys.readouterr().out)["projects"][0]
+
+
+def test_a_plugins_check_runs_on_every_case_and_fails_only_what_it_should(make_project, monkeypatch, capsys):
+    """The example plugin (tests/plugin_check_example.py) bounds every output's magnitude: a correct kernel of
+    small outputs passes it; the same kernel scaled past the bound, with its reference, is right by every
+    built-in check and fails this one, with its message and key."""
+    import os
+
+    import kernels
+    import plugin_check_example
+
+    from workbench.plugins import make_plugin_manager
+
+    tests = str(Path(__file__).resolve().parent)  # the kernel's process and the judge import the check by name
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    pm = make_plugin_manager(autoload=False)
+    pm.register(plugin_check_example.Plugin(), name="bound")
+    fast = "[verify]\ngenerated_cases = false\nrepeat_calls = false\n"
+
+    code, record = verify_with(pm, make_project(kernels.GOOD, name="small", toml=fast), capsys)
+    main_cases = [c for c in record["cases"] if not c["config"]]
+    assert code == 0 and main_cases and all(c["checks"]["outputs_within_bound"] == "passed" for c in main_cases)
+
+    scaled = kernels.GOOD.replace("y = x * 2.0", "y = x * 5000.0").replace("return x * 2", "return x * 5000")
+    code, record = verify_with(pm, make_project(scaled, name="large", toml=fast), capsys)
+    failed = [c for c in record["cases"] if c["status"] == "failed"]
+    assert code == 1 and failed
+    for case in failed:
+        assert case["checks"]["outputs_within_bound"] == "failed" and case["checks"]["values"] == "passed"
+        assert any(m.startswith("outputs_within_bound: output reaches") and "(bound 1000)" in m
+                   for m in case["messages"])
+
+
+def test_a_plugins_check_may_not_take_a_built_in_key(make_project, capsys):
+    import kernels
+
+    import workbench
+    from workbench.core.verify.checks import PluginCheck
+    from workbench.plugins import make_plugin_manager
+
+    class Clash:
+        @workbench.hookimpl
+        def workbench_register_checks(self, register):
+            register(PluginCheck(key="values", fails_when="", target="x:y"))
+
+    pm = make_plugin_manager(autoload=False)
+    pm.register(Clash(), name="clash")
+    code, record = verify_with(pm, make_project(kernels.GOOD), capsys)
+    assert code == 2 and "a plugin's check: check 'values' is registered twice" in record["problems"][0]["message"]

@@ -103,6 +103,22 @@ def workbench_register_panels(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
+def workbench_register_checks(register: Callable[[Any], None]) -> None:
+    """Add a check to the battery every verify and bench run makes.
+
+    When: once per run, in the process that starts it (``workbench.core.run.session.PluginHooks``).
+
+    register: call ``register(check)`` with a :class:`workbench.core.verify.checks.PluginCheck`: its JSON
+    ``checks`` key, what failing it means, and ``"module:attribute"`` of an object with ``gather(inputs,
+    outputs, reference)`` (run in the kernel's process after each case's first call; returns plain data) and
+    ``decide(evidence)`` (run in the judge; returns the failure's message, or None). The module must import
+    without the kernel. A key that is already a check's (built-in or registered) raises ``ValueError``.
+
+    Result: ignored; every implementation is called.
+    """
+
+
+@hookspec
 def workbench_add_arguments(command: str, parser: Any) -> None:
     """Add options to a command that another plugin (or the workbench) registered.
 

@@ -212,6 +212,23 @@ class PluginHooks:
             return LogLine(text=f"plugin observer failed: {type(exc).__name__}: {exc}")
         return None
 
+    def checks(self) -> list[dict[str, str]]:
+        """The checks the plugins add (hookspecs.workbench_register_checks), as a Job carries them. Raises
+        ValueError for a key registered twice or already a built-in check's."""
+        from ..verify.checks import CHECKS
+
+        found: dict[str, Any] = {}
+
+        def register(check: Any) -> None:
+            if check.key in CHECKS or check.key in found:
+                raise ValueError(f"check {check.key!r} is registered twice")
+            found[check.key] = check
+
+        hook = getattr(self.pm.hook, "workbench_register_checks", None)
+        if hook is not None:
+            hook(register=register)
+        return [{"key": c.key, "target": c.target} for c in found.values()]
+
     def finish(self, outcome: "RunOutcome") -> None:
         try:
             with self._one_at_a_time:
@@ -259,10 +276,14 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
                 on_event(failed)
             on_event(event)
 
+    checks: list[dict[str, str]] = []
     try:
         config = project.load_config()
+        checks = hooks.checks() if hooks is not None else []
     except ConfigError as exc:
         problem = Problem(kind="config", message=str(exc), file=exc.path)
+    except ValueError as exc:  # a plugin's check whose key is taken
+        problem = Problem(kind="config", message=f"a plugin's check: {exc}")
     if problem is not None:
         collect(problem)
         collect(outcome.tally.finished(time.monotonic() - started))
@@ -282,7 +303,8 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
               case_indices=spec.case_indices, cache_dir=str(project.triton_cache_dir), pins=dict(spec.pins),
               live=spec.live, reference_timings=dict(spec.reference_timings), options=dict(spec.options),
               kept_baselines=load_baselines(project) if keeps_baselines else {},
-              kept_findings=load_findings(project) if not spec.live and not spec.fresh_checks else {})
+              kept_findings=load_findings(project) if not spec.live and not spec.fresh_checks else {},
+              checks=checks)
     verify = config.verify
     # Benchmarking has long quiet spells (a cold torch.compile); verification's time-out would kill it.
     limit = max(verify.timeout_s, config.bench.timeout_s) if "bench" in stages else verify.timeout_s

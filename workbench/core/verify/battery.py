@@ -35,6 +35,7 @@ from ..stage import CHECKING, RECORDING, ContextPoisoned, JobContext, RunAborted
 from ..verdict import GPU_ONLY_KIND
 from .compat import KeptFindings, compat_runs, import_torch_compile_in_background, torch_compile_to_run
 from .gradients import for_training, input_names
+from .checks import gather_evidence
 from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal, not_runnable_note
 from .guards import Guards
@@ -44,6 +45,7 @@ from .judge import Judge, dtype_name
 from .launches import LaunchCounter
 from .quick_tuning import verification_timer
 from .references import Reference, native_reference, reference_or_skip, upcast_reference
+from .structure import output_label
 from .layouts import layout_runs
 from .tensors import (
     Outputs,
@@ -77,6 +79,7 @@ class Verifier:
         self.anchors = first_case_per_dtype(km.cases)
         self.layout_anchors = first_case_per_dtype(km.cases, sized=True)  # verify/layouts.py
         self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
+        self.plugin_checks: list[dict[str, str]] = []  # checks plugins add (verify/checks.py): run_verification sets
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
         self.dot_may_use_tf32 = dot_may_use_tf32(km)
@@ -224,6 +227,10 @@ class Verifier:
         data.after = tensors_only(clone_inputs(inputs))
         data.aliases = shared_memory(first, inputs, reference_aliases)
         first = owned(first)  # an output that is an input would change when the inputs are restored
+        if self.plugin_checks:
+            data.plugin_evidence = gather_evidence(
+                self.plugin_checks, originals, dict(zip(map(output_label, first.names), first.tensors)),
+                dict(zip(map(output_label, reference.outputs.names), reference.outputs.tensors)))
         if case.stress:  # values are what a stress case is for: the second call's checks ran on the case it varies
             data.first, data.names, data.launches = first.tensors, first.names, launches_first
             data.torch_ops_unknown = "a value-stress case: followed on the case whose values it varies"
@@ -455,14 +462,17 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
                      pins: dict[str, int] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
                      order: Iterable[Case] | None = None, among: list[Case] | None = None,
-                     forward_first: KernelModule | None = None, kept_findings: dict[str, Any] | None = None) -> None:
+                     forward_first: KernelModule | None = None, kept_findings: dict[str, Any] | None = None,
+                     plugin_checks: list[dict[str, str]] | None = None) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
     cases in the order to run them (as their kernels are compiled), when not as listed; `among`: the cases
     whose first of each dtype runs the once-per-dtype checks (all of a sharded run's), when not `cases`.
     `forward_first` (a training kernel's module without its gradients, in the live loop): every case's forward
     is judged first, on one call each (phase "forward"), so its verdict shows before the gradients'.
-    `kept_findings`: the compatibility checks that passed in earlier runs (not run again)."""
+    `kept_findings`: the compatibility checks that passed in earlier runs (not run again); `plugin_checks`: the
+    checks plugins add ({"key", "target"}: verify/checks.py), gathered on each case's first call."""
     verifier = Verifier(km, config, emit, interpret, pins, judge, live, kept_findings)
+    verifier.plugin_checks = list(plugin_checks or [])
     verifier.anchors = first_case_per_dtype(among or cases)
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
     if torch_compile_to_run(km, cases, config, interpret, verifier.anchors, live, verifier.kept_findings):
@@ -504,7 +514,7 @@ def verify_stage(context: JobContext) -> None:
     run_verification(km, cases, verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,
                      among=selected, forward_first=context.km if live_training else None,
-                     kept_findings=context.job.kept_findings)
+                     kept_findings=context.job.kept_findings, plugin_checks=context.job.checks)
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
         context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

@@ -4,11 +4,23 @@ to find a check; the README's tables list exactly these keys (tests/test_check_r
 
 A compatibility finding (`finding`) is reported beside the verdict and fails it only where the project
 requires it ([verify] <key> = "require"); every other check fails the case.
+
+A plugin adds a check with the `workbench_register_checks` hook: a `PluginCheck` naming (by "module:attribute")
+an object with two methods, one per process, so that no verdict is ever given in the kernel's:
+
+    gather(inputs, outputs, reference) -> evidence   in the kernel's process, after each case's first call: the
+                                                     inputs as they were, the outputs and the float64
+                                                     reference's by name ({"output": tensor, ...}); plain data
+                                                     back (what json.dumps takes)
+    decide(evidence) -> str | None                   in the judge: the failure's message, or None (passed)
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -61,3 +73,48 @@ BUILTIN_CHECKS = (
           "judge.Judge._extra_runs", finding=True),
 )
 CHECKS = {check.key: check for check in BUILTIN_CHECKS}
+
+
+@dataclass(frozen=True)
+class PluginCheck:
+    """A check a plugin adds (see the module docstring): its JSON key, what failing it means, and "module:attr"
+    of its gather/decide object, importable in the worker and in the judge."""
+
+    key: str
+    fails_when: str
+    target: str
+
+    @property
+    def name(self) -> str:  # commands.collect_by_name registers by .name
+        return self.key
+
+
+def load_check(target: str) -> Any:
+    """The gather/decide object a PluginCheck names ("module:attribute")."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def gather_evidence(checks: list[dict[str, str]], inputs: list[Any], outputs: dict[str, Any],
+                    reference: dict[str, Any]) -> dict[str, list[Any]]:
+    """In the kernel's process: each plugin check's evidence, {key: [target, "ok", evidence]}, or
+    [target, "error", why] when gather raised or gave what is not plain data."""
+    found: dict[str, list[Any]] = {}
+    for spec in checks:
+        try:
+            evidence = load_check(spec["target"]).gather(inputs, outputs, reference)
+            json.dumps(evidence)
+            found[spec["key"]] = [spec["target"], "ok", evidence]
+        except Exception as exc:  # noqa: BLE001 - the check fails, saying why; the case goes on
+            found[spec["key"]] = [spec["target"], "error", f"{type(exc).__name__}: {exc}"]
+    return found
+
+
+def decide(target: str, status: str, evidence: Any) -> str | None:
+    """In the judge: a plugin check's failure message, or None when it passed."""
+    if status == "error":
+        return f"the check could not gather its evidence: {evidence}"
+    try:
+        return load_check(target).decide(evidence)
+    except Exception as exc:  # noqa: BLE001
+        return f"the check's decide raised {type(exc).__name__}: {exc}"

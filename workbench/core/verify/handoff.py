@@ -131,6 +131,8 @@ class CaseData:
     torch_ops: list[str] = field(default_factory=list)
     out_of_bounds: list[str] = field(default_factory=list)  # stores found in the guard margins (verify/guards.py)
     torch_ops_unknown: str = ""
+    # plugins' checks (verify/checks.py): {key: [target, "ok" | "error", evidence]}, decided by the judge
+    plugin_evidence: dict[str, list[Any]] = field(default_factory=dict)
     extra_runs: list[ExtraRun] = field(default_factory=list)
     mutation_hints: list[str] = field(default_factory=list)  # notes for a case that fails having changed an input
     # kernel.py's @triton.jit code calls tl.dot, which multiplies float32 in TF32 by default: a float32 output

@@ -46,6 +46,7 @@ import torch
 
 from ..events import CaseResult
 from ..project.config import Tolerance, VerifyConfig
+from .checks import decide
 from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .structure import output_label, paired_by_name
@@ -90,6 +91,7 @@ class Judge:
         self._out_of_bounds(result, data)
         self._torch_ops(result, data)
         self._extra_runs(result, data)
+        self._plugin_checks(result, data)
         if weak_inputs and not data.config and not data.generated and not data.sampled_from:
             self._weak_inputs(result, data)
         result.status = "failed" if result.messages else "passed"
@@ -334,6 +336,15 @@ class Judge:
                 result.checks[run.name] = "failed"
             else:
                 result.checks[run.name] = "passed"
+
+    @staticmethod
+    def _plugin_checks(result: CaseResult, data: CaseData) -> None:
+        """The checks plugins add (verify/checks.py), decided here from the evidence the kernel's process gathered."""
+        for key, (target, status, evidence) in data.plugin_evidence.items():
+            message = decide(target, status, evidence)
+            result.checks[key] = "failed" if message else "passed"
+            if message:
+                result.messages.append(f"{key}: {message}")
 
     def _compare(self, out: torch.Tensor, expected: torch.Tensor, own: tuple[Any, Any], tol: Tolerance,
                  unwritten: torch.Tensor | None = None) -> Comparison:
