@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     if args.interpret:
-        from workbench.core.verify.interpreter_fixes import apply
+        from workbench.core.verify.interpreter.fixes import apply
 
         fixes = apply()
         device, device_name = "cpu", "CPU (Triton interpreter; fixes: " + ", ".join(fixes) + ")"

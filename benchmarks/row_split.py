@@ -129,7 +129,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="correctness only (runs under the interpreter too)")
     args = parser.parse_args()
     if INTERPRET:
-        from workbench.core.verify import interpreter_fixes
+        from workbench.core.verify.interpreter import fixes as interpreter_fixes
 
         interpreter_fixes.apply()
         bad = [r for r in check("cpu") if not r[2] < 1e-2]

@@ -1,6 +1,6 @@
 """Kernels written the way published Triton libraries write them (a private @triton.jit kernel, a public
 launcher), each of which runs on a GPU and needs one of the interpreter gaps closed
-(workbench/core/verify/interpreter_gaps.py) to run on the CPU:
+(workbench/core/verify/interpreter/gaps.py) to run on the CPU:
 
 - float launch arguments used as tensors (`eps.to(tl.float32)`, a bf16 block times a float scale);
 - libdevice functions, imported the ways libraries import them;
@@ -8,7 +8,7 @@ launcher), each of which runs on a GPU and needs one of the interpreter gaps clo
 - the active driver asked at import, and a fused softmax in the official tutorial's launch style
   (`warmup`, occupancy from registers and shared memory, a positional launch of the compiled kernel).
 
-Import it under TRITON_INTERPRET=1 after interpreter_fixes.apply(); `run_checks()` runs each check and
+Import it under TRITON_INTERPRET=1 after interpreter/fixes.apply(); `run_checks()` runs each check and
 says, for each, how far it came from its torch reference or what it raised.
 tests/test_interpreter_gaps.py does that in a child process.
 """

@@ -1,4 +1,4 @@
-"""Kernels that run on a GPU and, since interpreter_python.py, under the interpreter too (tests/test_interpreter_python.py),
+"""Kernels that run on a GPU and, since interpreter/python_syntax.py, under the interpreter too (tests/test_interpreter_python.py),
 each with a broken twin that must still fail there. Written for this project."""
 
 AND_MASK = '''import torch

@@ -1,4 +1,4 @@
-"""Each 16-bit float fix of workbench/core/verify/interpreter_fixes.py, one at a time, against a float32
+"""Each 16-bit float fix of workbench/core/verify/interpreter/fixes.py, one at a time, against a float32
 computation rounded the GPU's way (torch's `.to(torch.bfloat16)` rounds to nearest even).
 
 The patched InterpreterBuilder methods are called directly on TensorHandles: no kernel, no child
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core.verify import interpreter_fixes as fixes
+from workbench.core.verify.interpreter import fixes
 
 tl = pytest.importorskip("triton.language")
 interpreter = pytest.importorskip("triton.runtime.interpreter")
@@ -50,7 +50,7 @@ def same(a, b):
 
 
 def test_every_fix_is_applied_once():
-    # every fix found its target in this Triton (8 + interpreter_gaps + interpreter_python)
+    # every fix found its target in this Triton (8 + interpreter/gaps + interpreter/python_syntax)
     assert len(interpreter._workbench_fixes) == 17
     assert all(f.__module__ == fixes.__name__ for f in (  # each is the workbench's wrapper
         interpreter.InterpreterBuilder.create_dot, interpreter.InterpreterBuilder.cast_impl,
@@ -335,7 +335,7 @@ def test_published_swiglu_kernel_verifies_in_every_dtype(cli, make_project):
 def test_approximate_sqrt_flushes_subnormals_as_the_gpu_does():
     import numpy as np
 
-    from workbench.core.verify.interpreter_fixes import flush_subnormals
+    from workbench.core.verify.interpreter.fixes import flush_subnormals
 
     tiny = np.finfo(np.float32).tiny
     values = np.array([tiny / 4, -tiny / 4, tiny, 2.0, 0.0], dtype=np.float32)

@@ -1,7 +1,7 @@
-"""The four interpreter gaps of workbench/core/verify/interpreter_gaps.py, closed.
+"""The four interpreter gaps of workbench/core/verify/interpreter/gaps.py, closed.
 
 - Real kernels (tests/interpreter_gaps_kernels.py, in the styles of Liger, Unsloth, FlagGems and the
-  tutorials) run under TRITON_INTERPRET=1 in one child process, after interpreter_fixes.apply(),
+  tutorials) run under TRITON_INTERPRET=1 in one child process, after interpreter/fixes.apply(),
   and give their torch reference's values; the fused-softmax tutorial's style also verifies through
   `workbench verify`.
 - libdevice numerics: `InterpreterBuilder.create_extern_elementwise` is called directly on
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.core.verify import interpreter_fixes as fixes
-from workbench.core.verify import interpreter_libdevice
-from workbench.core.verify.interpreter_gaps import (
+from workbench.core.verify.interpreter import fixes
+from workbench.core.verify.interpreter import libdevice as interpreter_libdevice
+from workbench.core.verify.interpreter.gaps import (
     InterpreterCannotRun,
     InterpreterDriver,
 )
@@ -41,7 +41,7 @@ CHILD = """
 import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: @triton.jit reads it
 sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
-from workbench.core.verify.interpreter_fixes import apply
+from workbench.core.verify.interpreter.fixes import apply
 apply()
 import interpreter_gaps_kernels
 print("RESULTS " + json.dumps(interpreter_gaps_kernels.run_checks()))

@@ -1,5 +1,5 @@
 """Python constructs the GPU compiler accepts, run by the interpreter as the compiler means them
-(verify/interpreter_python.py): `and`/`or` between tensors, a module-level alias of a tl builtin, a launcher
+(verify/interpreter/python_syntax.py): `and`/`or` between tensors, a module-level alias of a tl builtin, a launcher
 entering its tensors' device. Each correct kernel verifies on the CPU and its broken twin still fails."""
 
 import interpreter_python_kernels as k
@@ -27,7 +27,7 @@ def test_the_boolean_operator_follows_the_compiler():
     import triton.language as tl
     from triton.runtime.interpreter import TensorHandle
 
-    from workbench.core.verify.interpreter_python import boolean_operator
+    from workbench.core.verify.interpreter.python_syntax import boolean_operator
 
     apply = boolean_operator(tl)
     a = tl.tensor(TensorHandle(np.array([True, False, True, True]), tl.int1), tl.block_type(tl.int1, [4]))

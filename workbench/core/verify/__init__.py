@@ -4,7 +4,7 @@ tensors reach it through handoff), the comparison of outputs with the reference 
 shapes derived from CASES (edge_cases) and value-stress cases (value_stress), how far an output may be from
 the float64 truth (error_model; `compared.describe_compared` says it for a record's cases), the Triton launch count (launches), torch.compile and
 CUDA-graph runs (compat), the torch modes that poison allocations and move "cuda" to the CPU
-(torchmodes), and the fixes that make the Triton interpreter behave as a GPU (interpreter_fixes).
+(torchmodes), and the fixes that make the Triton interpreter behave as a GPU (interpreter/).
 May import the base layer and project/; never run/, timing/ or live/.
 
 The stage-ending exceptions plugins raise are re-exported here from ``workbench.core.stage``.

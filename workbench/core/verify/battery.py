@@ -40,7 +40,7 @@ from .edge_cases import first_case_per_dtype, once_per_dtype
 from .failures import interpreter_cannot_run, is_refusal, not_runnable_note
 from .guards import Guards
 from .handoff import CaseData, ExtraRun
-from .interpreter_fixes import OutOfBoundsAccess
+from .interpreter.fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
 from .launches import LaunchCounter
 from .quick_tuning import verification_timer

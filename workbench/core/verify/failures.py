@@ -21,7 +21,7 @@ RESOURCE_UNITS = {"shared memory": "bytes of shared memory", "tensor memory": "c
 
 def interpreter_cannot_run(exc: BaseException) -> str:
     """What the Triton interpreter cannot run, when that is why `exc` was raised ("" otherwise): a libdevice
-    function it has no implementation of (interpreter_gaps.InterpreterCannotRun), or a feature its own code
+    function it has no implementation of (interpreter/gaps.InterpreterCannotRun), or a feature its own code
     refuses (inline PTX: NotImplementedError from triton/runtime/interpreter.py)."""
     for link in exception_chain(exc):
         if type(link).__name__ == "InterpreterCannotRun":

@@ -37,7 +37,7 @@ MAX_MARGIN = 1 << 20
 ALIGN = 512
 
 # storage address -> (first byte, end byte) of the guarded tensor's span: the interpreter's bounds check
-# reads it (interpreter_fixes._check_bounds), so a load into a margin is reported there as out of bounds
+# reads it (interpreter/fixes._check_bounds), so a load into a margin is reported there as out of bounds
 GUARDED_SPANS: dict[int, tuple[int, int]] = {}
 
 

@@ -36,7 +36,7 @@ from ..project.config import LIVE_LOOP_SKIPS, VerifyConfig
 from ..project.contract import first_line, is_compilation_error, root_cause
 from ..stage import ContextPoisoned, RunAborted
 from .handoff import ExtraRun
-from .interpreter_fixes import OutOfBoundsAccess
+from .interpreter.fixes import OutOfBoundsAccess
 from .launches import LaunchCounter
 from .tensors import flatten_outputs, owned, sharing_memory
 from .torchmodes import poison_value

@@ -68,7 +68,7 @@ def _warm_up(watch: Phases) -> tuple[Any, str, str, str]:
     import triton.language  # noqa: F401
 
     if mode == "interpreter":
-        from ...verify.interpreter_fixes import apply
+        from ...verify.interpreter.fixes import apply
 
         apply()
     else:

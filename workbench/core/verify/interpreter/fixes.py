@@ -32,18 +32,18 @@ The fixes make 16-bit float arithmetic do what the GPU does: widen to float32
   `OutOfBoundsAccess` naming the argument it ran past: on the CPU, the check
   compute-sanitizer's memcheck makes on a GPU.
 
-Gaps where a kernel that runs on a GPU failed here (interpreter_gaps.py):
+Gaps where a kernel that runs on a GPU failed here (interpreter/gaps.py):
 
 - float launch arguments: a Python float (`eps`) is a float32 scalar tensor, as the compiler types it.
 - libdevice: `triton.language.extra.libdevice` and `.cuda.libdevice` functions run, computed on the
-  CPU by symbol (interpreter_libdevice.py); one with no CPU version raises `InterpreterCannotRun`.
+  CPU by symbol (interpreter/libdevice.py); one with no CPU version raises `InterpreterCannotRun`.
 - dtype `.value`: a dtype constexpr handed to a `@triton.jit` helper answers `.value` as on the GPU.
 - driver and warmup: an interpreting process gets an active driver (CUDA sm_90 target, CPU torch
   device, H100-like properties, fixed-time benchmarker), and `kernel.warmup(...)` returns a stand-in
   for the compiled kernel whose `kernel[grid](...)` runs interpreted.
 - scalar tensors as ints: `range(tl.program_id(0), ...)` on Triton 3.6 with numpy 2.4.
 
-And Python the compiler gives a meaning of its own (interpreter_python.py): `and`/`or` between tensors
+And Python the compiler gives a meaning of its own (interpreter/python_syntax.py): `and`/`or` between tensors
 (logical_and/or, as compiled), module-level aliases of tl builtins (`triton_cast = tl.cast`), and a launcher
 entering its tensors' device (`torch.get_device_module().device(x.device)`, `torch.cuda.device(...)`).
 
@@ -56,8 +56,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .interpreter_gaps import FIXES as GAP_FIXES
-from .interpreter_python import FIXES as PYTHON_FIXES
+from .gaps import FIXES as GAP_FIXES
+from .python_syntax import FIXES as PYTHON_FIXES
 
 try:
     import numpy as np
@@ -401,7 +401,7 @@ def _check_bounds(interpreter: Any, tl: Any) -> bool:
     store = getattr(builder, "create_masked_store", None)
     if None in (init_args, load, store):
         return False
-    from .guards import GUARDED_SPANS  # once, when the fix is applied (this module imports no torch itself)
+    from ..guards import GUARDED_SPANS  # once, when the fix is applied (this module imports no torch itself)
 
     def init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)

@@ -2,7 +2,7 @@
 
 On a GPU `libdevice.tanh(x)` is a call of libdevice's `__nv_tanhf` (float32) or `__nv_tanh` (float64);
 the interpreter has no libdevice. `compute(symbol, arrays, dtype)` gives what the symbol returns for
-numpy arrays of its arguments, in its return type (interpreter_gaps.py calls it).
+numpy arrays of its arguments, in its return type (interpreter/gaps.py calls it).
 
 - float32 math is computed in float64 (numpy; torch's float64 CPU kernels for erf, erfinv, erfcx, the
   normal distribution, lgamma and the Bessel functions; Python's math.gamma for tgamma) and rounded

@@ -1,6 +1,6 @@
 """Kernels that run on a GPU but failed under the Triton interpreter: four gaps, closed in interpreter workers.
 
-Each fix is registered in interpreter_fixes.apply() and patches what it finds (Triton 3.6 and 3.9):
+Each fix is registered in interpreter/fixes.apply() and patches what it finds (Triton 3.6 and 3.9):
 
 - Float launch arguments: the GPU types a Python float argument (`eps`) as a float32 scalar, so the
   kernel may write `eps.to(tl.float32)`, and `x_bf16 + eps` computes in float32. The interpreter handed
@@ -10,7 +10,7 @@ Each fix is registered in interpreter_fixes.apply() and patches what it finds (T
   compiler maps to the backend's module; here its names point at the CUDA module's functions, the
   interpreter's builtin patching (`_patch_lang`) gives them its semantic (module attributes, and names
   a kernel imported from either module), and `create_extern_elementwise` computes the libdevice symbol
-  on the CPU (interpreter_libdevice.py). A symbol with no CPU version raises `InterpreterCannotRun`.
+  on the CPU (interpreter/libdevice.py). A symbol with no CPU version raises `InterpreterCannotRun`.
 - `.value` of a dtype: a dtype constexpr reaches a `@triton.jit` helper wrapped in tl.constexpr on the
   GPU, so `dtype.value` works there; the interpreter passes the dtype itself. tl.dtype gets a `value`
   property returning the dtype, in interpreting processes only (TRITON_INTERPRET=1).
@@ -130,7 +130,7 @@ def _fix_libdevice(interpreter: Any, tl: Any) -> bool:
         from triton.language.extra.cuda import libdevice as cuda
     except ImportError:
         return False
-    from . import interpreter_libdevice
+    from . import libdevice
     is_builtin = tl.core.is_builtin
     functions = {name: fn for name, fn in vars(cuda).items() if is_builtin(fn)}
     if not functions:
@@ -162,7 +162,7 @@ def _fix_libdevice(interpreter: Any, tl: Any) -> bool:
     def create_extern_elementwise(self: Any, lib_name: str, lib_path: str, symbol: str, args: list,
                                   ret_type: Any, is_pure: bool) -> Any:
         ret = getattr(ret_type, "scalar", ret_type)
-        out = interpreter_libdevice.compute(symbol, [h.data for h in args], np_dtype(ret))
+        out = libdevice.compute(symbol, [h.data for h in args], np_dtype(ret))
         if out is None:
             raise InterpreterCannotRun(python_names.get(symbol, symbol))
         return handle(out, ret)

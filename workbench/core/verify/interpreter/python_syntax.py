@@ -1,5 +1,5 @@
 """Python the GPU compiler gives a meaning the Triton interpreter did not: three more gaps, closed in
-interpreter workers (registered in interpreter_fixes.apply(), beside interpreter_gaps.py's).
+interpreter workers (registered in interpreter/fixes.apply(), beside interpreter/gaps.py's).
 
 - `a and b` / `a or b` between tensors inside a `@triton.jit` function: the compiler makes them
   logical_and / logical_or of the tensors (short-circuiting only on compile-time values); the interpreter ran
@@ -21,7 +21,7 @@ import ast
 import contextlib
 from typing import Any, Callable
 
-from .interpreter_gaps import FunctionGlobals
+from .gaps import FunctionGlobals
 
 BOOL_OP_HELPER = "_workbench_boolean_operator"
 
