@@ -73,6 +73,39 @@ def test_verify_with_a_bad_number_in_workbench_toml_exits_2_naming_the_key(cli, 
     assert _no_traceback(out, err)
 
 
+@pytest.mark.parametrize("toml, says", [
+    ("[tolerances.float32]\nrtol = 0.1\n", "unknown table [tolerances] (known: [verify], [tolerance], [bench]); "
+                                           "did you mean [tolerance]?"),
+    ("[verfiy]\ntimeout_s = 5\n", "did you mean [verify]?"),
+    ("timeout_s = 5\n", "a key outside any table (tables: [verify], [tolerance], [bench]); did you mean [verify] "
+                        "timeout_s?"),
+    ("[verify]\ntimout_s = 5\n", "unknown key (did you mean timeout_s?)"),
+])
+def test_a_typo_in_workbench_toml_is_never_ignored_and_names_the_closest_known(cli, make_project, toml, says):
+    """Issue 44: a typo'd table or a top-level key verified green with the defaults in force."""
+    code, out, err = cli("verify", make_project(kernels.GOOD, toml=toml))
+    assert code == 2 and says in out and "NOT USABLE" in out, out + err
+    assert _no_traceback(out, err)
+
+
+def test_a_plugin_claims_its_own_workbench_toml_table(make_project):
+    import workbench
+    from workbench.core.project.config import load_config
+    from workbench.plugins import make_plugin_manager
+
+    folder = make_project(kernels.GOOD, toml="[verify]\ntimeout_s = 5\n[mytool_claimed]\nlevel = 3\n")
+    with pytest.raises(ConfigError, match=r"unknown table \[mytool_claimed\]"):
+        load_config(folder / "workbench.toml")
+
+    class Claims:
+        @workbench.hookimpl
+        def workbench_register_config_tables(self, register):
+            register("mytool_claimed")
+
+    make_plugin_manager(autoload=False).register(Claims(), name="claims")
+    assert load_config(folder / "workbench.toml").extra == {"mytool_claimed": {"level": 3}}
+
+
 @pytest.mark.parametrize("command", ["verify", "bench"])
 @pytest.mark.parametrize("value, says", [
     ("-5", "above 0"), ("0", "above 0"), ("nan", "finite"), ("inf", "finite"), ("-inf", "finite"),

@@ -119,6 +119,21 @@ def workbench_register_checks(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
+def workbench_register_config_tables(register: Callable[[str], None]) -> None:
+    """Claim top-level tables of workbench.toml for this plugin (``[ncu]``, ``[cluster]``).
+
+    When: as the plugin manager is made (:func:`workbench.plugins.make_plugin_manager`), before any
+    workbench.toml is read in that process.
+
+    register: call ``register(name)`` for each table the plugin reads (from ``ProjectConfig.extra``). A table
+    no plugin claims and the workbench does not own is an error naming the closest known one, so that a typo
+    (``[verfiy]``) is never ignored.
+
+    Result: ignored; every implementation is called.
+    """
+
+
+@hookspec
 def workbench_add_arguments(command: str, parser: Any) -> None:
     """Add options to a command that another plugin (or the workbench) registered.
 

@@ -34,6 +34,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
+from .core.project.config import PLUGIN_TABLES
 
 PROJECT_PLUGIN_FILE = "workbench_plugin.py"
 PROJECT_PLUGIN_PREFIX = "project:"
@@ -65,6 +66,15 @@ class WorkbenchPluginManager(pluggy.PluginManager):
         super().__init__("workbench")
         self.add_hookspecs(hookspecs)
         self.origins: dict[str, str] = {}
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        """pluggy's register; a plugin's workbench.toml tables (workbench_register_config_tables) are known from
+        here on, in this process, so a workbench.toml read later may hold them."""
+        registered = super().register(plugin, name)
+        claim = getattr(plugin, "workbench_register_config_tables", None)
+        if registered is not None and callable(claim):
+            claim(register=PLUGIN_TABLES.add)
+        return registered
 
 
 def make_plugin_manager(autoload: bool | None = None, project_dir: Path | None = None) -> WorkbenchPluginManager:

@@ -69,6 +69,7 @@ MAX_TIMEOUT_S (one million seconds).
 
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -215,8 +216,12 @@ class ProjectConfig:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], path: Path | str = "workbench.toml") -> "ProjectConfig":
+    def from_dict(cls, data: dict[str, Any], path: Path | str = "workbench.toml", strict: bool = False) -> "ProjectConfig":
+        """`strict` (a user's workbench.toml, read by load_config): a table or a top-level key that is neither
+        the workbench's nor a plugin's (PLUGIN_TABLES) is an error naming the closest known one, not ignored."""
         data = dict(data)
+        if strict:
+            _refuse_unknown_tables(data, path)
         tol_table = data.pop("tolerance", {})
         verify = _section(VerifyConfig, data.pop("verify", {}), "verify", path)
         if verify.fp32_precision not in ("ieee", "tf32"):
@@ -251,6 +256,27 @@ class ProjectConfig:
         return cls(verify=verify, bench=bench, extra=data)
 
 
+# Tables the workbench's own sections leave to plugins (hookspecs.workbench_register_config_tables): a plugin's
+# [ncu] or [cluster]. Filled in the process that reads workbench.toml, as it loads its plugins.
+PLUGIN_TABLES: set[str] = set()
+OWN_TABLES = ("verify", "tolerance", "bench")
+
+
+def _refuse_unknown_tables(data: dict[str, Any], path: Path | str) -> None:
+    known = [*OWN_TABLES, *sorted(PLUGIN_TABLES)]
+    for key, value in data.items():
+        if key in known:
+            continue
+        if not isinstance(value, dict):  # a top-level key: say which section has it
+            owners = [name for name, section in (("verify", VerifyConfig), ("bench", BenchConfig))
+                      if key in {f.name for f in fields(section)}]
+            hint = f"; did you mean [{owners[0]}] {key}?" if owners else ""
+            raise ConfigError(path, key, f"a key outside any table (tables: [{'], ['.join(known)}]){hint}")
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean [{close[0]}]?" if close else ""
+        raise ConfigError(path, key, f"unknown table [{key}] (known: [{'], ['.join(known)}]){hint}")
+
+
 def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = None) -> Any:
     if not isinstance(values, dict):
         raise ConfigError(path, name, "must be a table")
@@ -259,7 +285,9 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
     kwargs = {}
     for key, value in values.items():
         if key not in known:
-            raise ConfigError(path, f"{name}.{key}", f"unknown key; known: {', '.join(known)}")
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            raise ConfigError(path, f"{name}.{key}", f"unknown key{f' (did you mean {close[0]}?)' if close else ''}; "
+                                                     f"known: {', '.join(known)}")
         if cls is VerifyConfig and key in COMPAT_KEYS:
             kwargs[key] = _compat_mode(value, f"{name}.{key}", path)
             continue
@@ -347,4 +375,4 @@ def load_config(path: Path) -> ProjectConfig:
         raise ConfigError(path, "", f"not valid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, "", f"cannot be read: {exc}") from None
-    return ProjectConfig.from_dict(data, path)
+    return ProjectConfig.from_dict(data, path, strict=True)
