@@ -326,3 +326,47 @@ def test_list_inside_a_project_folder_names_it(tmp_path, cli, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = cli("list")
     assert code == 0 and "no projects under projects/" in out
+
+
+# -- issue 44, item 5: the exit code printed is the exit code given --------------------------------------------
+
+def test_a_junit_path_that_cannot_be_written_is_refused_before_anything_runs(cli, make_project, tmp_path):
+    """It printed "VERIFIED ... (exit 0)" and then exited 2."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    code, out, err = cli("verify", make_project(kernels.GOOD), "--junit", folder)
+    assert code == 2 and out == "" and f"cannot write the JUnit report {folder}: it is a folder" in err
+
+
+def test_a_junit_report_is_written_whole(cli, make_project, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    report = tmp_path / "deep" / "junit.xml"
+    code, out, _ = cli("verify", make_project(kernels.GOOD, toml="[verify]\ngenerated_cases = false\n"),
+                       "--junit", report)
+    assert code == 0 and "(exit 0)" in out
+    assert report.read_text().startswith("<?xml version='1.0' encoding='utf-8'?>")
+    assert ET.parse(report).getroot().tag == "testsuites"
+    assert [p.name for p in report.parent.iterdir()] == ["junit.xml"]  # no temporary file left beside it
+
+
+def test_a_cancelled_run_says_interrupted_not_an_exit_code_it_does_not_give(make_project):
+    from workbench.core.events import RunFinished
+    from workbench.core.project.folder import Project
+    from workbench.core.run.session import RunOutcome
+    from workbench.reports import projects_summary, summary_line
+
+    outcome = RunOutcome(project=Project.open(make_project(kernels.GOOD)), source_hash="x")
+    finished = RunFinished(verdict="cancelled")
+    outcome.tally.add(finished)
+    outcome.finished = finished
+    assert summary_line(outcome).startswith("CANCELLED") and summary_line(outcome).endswith("(interrupted)")
+    assert projects_summary([outcome, outcome], 2).endswith("(interrupted)")
+
+
+def test_the_help_lists_every_exit_code():
+    from workbench.cli import build_parser
+
+    epilog = build_parser({}).epilog
+    for code in ("0 verified", "1 ", "2 ", "3 ", "4 slower", "130 interrupted", "143 terminated", "141 stdout"):
+        assert code in epilog

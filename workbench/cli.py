@@ -28,7 +28,7 @@ from .commands import (
     Context,
     collect_commands,
 )
-from .core.exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TERMINATED
+from .core.exit_codes import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_TERMINATED
 from .plugins import PluginError, make_plugin_manager
 
 
@@ -40,8 +40,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(commands: dict, pm: pluggy.PluginManager | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="workbench", description="Write, verify and benchmark Triton kernels.",
-                     epilog="exit codes: 0 passed, 1 verification failed, 2 project unusable or bad input, "
-                            "3 environment problem")
+                     epilog=EXIT_CODES_HELP)
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     parser.add_argument("--no-plugins", action="store_true", help="load built-in commands only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import xml.etree.ElementTree as ET
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..commands import (
+    EXIT_UNUSABLE,
     Command,
     CommandError,
     Context,
@@ -23,6 +26,7 @@ from ..core.run.factory import choose_runners
 from ..core.run.gpus import GpuSelectionError
 from ..core.run.project_lanes import ProjectLanes
 from ..core.run.session import PluginHooks, RunOutcome, RunSpec, run_project
+from ..core.fsutil import atomic_write_text
 from ..core.verdict import worst_exit
 from ..reports import format_outcome, junit_tree, projects_summary
 
@@ -141,19 +145,44 @@ def overall_exit(outcomes: list[RunOutcome]) -> int:
     return worst_exit(o.exit_code for o in outcomes)
 
 
+def junit_writable(path: Path | None) -> None:
+    """Refuse, before anything runs, a --junit FILE that cannot be written (a folder, a folder that cannot be
+    made or written to): the verdict printed must be the exit code given."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise CommandError(f"cannot write the JUnit report {path}: it is a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"cannot write the JUnit report {path}: {exc}") from None
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise CommandError(f"cannot write the JUnit report {path}: permission denied")
+
+
+def write_junit(path: Path, outcomes: list[RunOutcome]) -> str:
+    """The JUnit report, written whole or not at all; the reason when it could not be (a full disk)."""
+    try:
+        xml = ET.tostring(junit_tree(outcomes).getroot(), encoding="utf-8", xml_declaration=True)
+        atomic_write_text(path, xml.decode("utf-8"))
+    except OSError as exc:
+        return f"cannot write the JUnit report {path}: {exc}"
+    return ""
+
+
 def _run(args: argparse.Namespace, context: Context) -> int:
+    junit_writable(args.junit)
     outcomes = run_many(args, context, ["verify"])
     code = overall_exit(outcomes)
+    failed_junit = write_junit(args.junit, outcomes) if args.junit else ""
+    if failed_junit:
+        code = worst_exit([code, EXIT_UNUSABLE])  # said in the JSON and the summary below as given
     if args.json:
         print(json.dumps({"exit_code": code, "projects": [o.to_record() for o in outcomes]}, indent=2))
     elif len(outcomes) > 1:
         print(projects_summary(outcomes, code))
-    if args.junit:
-        try:
-            args.junit.parent.mkdir(parents=True, exist_ok=True)
-            junit_tree(outcomes).write(args.junit, encoding="utf-8", xml_declaration=True)
-        except OSError as exc:
-            raise CommandError(f"cannot write the JUnit report {args.junit}: {exc}") from None
+    if failed_junit:
+        print(f"workbench verify: {failed_junit} (exit {code})", file=sys.stderr)
     return code
 
 

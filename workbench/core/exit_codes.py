@@ -31,3 +31,9 @@ EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE (signal.SIGPIPE does not exist on every p
 EXIT_FORK_FAILED = 70
 EXIT_POISONED = 75
 EXIT_JUDGE_GONE = 76
+
+# `workbench --help` lists them from here (README, "Exit codes", says the same at length).
+EXIT_CODES_HELP = (f"exit codes: {EXIT_OK} verified, {EXIT_FAILED} verification failed, {EXIT_UNUSABLE} project "
+                   f"unusable or bad input, {EXIT_ENVIRONMENT} environment problem, {EXIT_SLOWER} slower than the "
+                   f"baseline (bench --fail-slower), {EXIT_INTERRUPTED} interrupted (Ctrl-C), {EXIT_TERMINATED} "
+                   f"terminated (SIGTERM), {EXIT_BROKEN_PIPE} stdout closed early")

@@ -205,7 +205,9 @@ def summary_line(outcome: RunOutcome) -> str:
     verdict = outcome.verdict
     took = f" in {outcome.finished.duration_s:.1f} s" if outcome.finished else ""
     after = "; a later stage stopped (above)" if verdict.after else ""
-    return f"{verdict.label}: {verdict.describe_counts()}{took}{after} (exit {verdict.exit_code})"
+    # A cancelled run's command was interrupted: it exits 130 (Ctrl-C) or 143 (SIGTERM), said on stderr.
+    code = "interrupted" if verdict.status == "cancelled" else f"exit {verdict.exit_code}"
+    return f"{verdict.label}: {verdict.describe_counts()}{took}{after} ({code})"
 
 
 def projects_summary(outcomes: list[RunOutcome], exit_code: int) -> str:
@@ -219,7 +221,8 @@ def projects_summary(outcomes: list[RunOutcome], exit_code: int) -> str:
     for label in sorted(by_label, key=lambda lab: order.index(lab) if lab in order else len(order)):
         names = by_label[label]
         parts.append(f"{len(names)} {label.lower()}" + ("" if label == "VERIFIED" else f" ({', '.join(names)})"))
-    return f"{len(outcomes)} projects: {'; '.join(parts)} (exit {exit_code})"
+    code = "interrupted" if "CANCELLED" in by_label else f"exit {exit_code}"
+    return f"{len(outcomes)} projects: {'; '.join(parts)} ({code})"
 
 
 def case_name(r: CaseResult) -> str:
