@@ -2,7 +2,7 @@
 
 import torch
 
-from workbench.core.project.config import DEFAULT_TOLERANCES, ConfigError, ProjectConfig
+from workbench.core.project.config import DEFAULT_TOLERANCES, ConfigError, ProjectConfig, Tolerance
 from workbench.core.verify.compare import (
     compare,
     describe_pattern,
@@ -135,7 +135,7 @@ def test_a_one_element_output_gets_no_guess_about_boundaries():
 
     from workbench.core.verify.compare import describe_pattern
 
-    assert describe_pattern(torch.ones(1, 1, dtype=torch.bool)) == "1 of 1 elements"
+    assert describe_pattern(torch.ones(1, 1, dtype=torch.bool)) == "1 of 1 element"
     assert "the computation itself" in describe_pattern(torch.ones(8, 8, dtype=torch.bool))
 
 
@@ -188,3 +188,13 @@ def test_an_output_dtype_with_no_tolerance_is_an_explicit_failure_until_configur
     cfg = ProjectConfig.from_dict({"tolerance": {"float8_e4m3fnuz": {"rtol": 0.2, "atol": 0.01, "rel_norm": 0.1}}})
     assert cfg.verify.tolerance_for("float8_e4m3fnuz").rtol == 0.2
     assert VerifyConfig().tolerance_for("float8_e4m3fnuz") is None
+
+
+def test_counts_agree_with_their_nouns():
+    """Issue 44: "1 of 1 elements", "1 elements are NaN"."""
+    from workbench.core.text import plural
+
+    assert (plural(1, "element"), plural(0, "element"), plural(3, "compiled kernel")) == \
+        ("1 element", "0 elements", "3 compiled kernels")
+    one = compare(torch.tensor([float("nan")]), torch.tensor([1.0], dtype=torch.float64), Tolerance(1e-5, 1e-5, 1e-5))
+    assert "1 element is NaN/Inf where the reference is not" in one.messages[0]

@@ -19,6 +19,7 @@ from ..commands import EXIT_OK, EXIT_UNUSABLE, Command, CommandError, Context, h
 from ..core.events import CompiledKernels, KernelFacts, Problem
 from ..core.project.history import read_records
 from ..core.run.session import RunSpec, compile_for_target, run_project
+from ..core.text import plural
 from ..core.timing.compiler_facts import describe_facts, fmt_occupancy
 from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, read_stage
 from ..core.verdict import worst_problem
@@ -148,7 +149,7 @@ def format_compiled(project: str, events: list[CompiledKernels], chosen: KernelF
     number = 0
     for event in events:
         where = "compiled for this GPU" if event.compiled_here else "compiled for a named target; no GPU involved"
-        lines.append(f"{project}  case {event.case_index}: {len(event.kernels)} compiled kernels, {event.target} "
+        lines.append(f"{project}  case {event.case_index}: {plural(len(event.kernels), 'compiled kernel')}, {event.target} "
                      f"({where})")
         rows = [("#", "kernel", "config", "regs", "spills", "smem", "occupancy", "signature")]
         for facts in event.kernels:

@@ -85,6 +85,11 @@ def fmt_count(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def plural(n: int, noun: str, plural_form: str = "") -> str:
+    """ "1 element", "3 elements", "1 compiled kernel": a count with its noun agreeing."""
+    return f"{n} {noun if n == 1 else (plural_form or noun + 's')}"
+
+
 def fmt_part(part: int, whole: int, sep: str = "/") -> str:
     """ "36628/37000", "412/1.05M": a part of a whole, each fmt_count'ed. A part short of the whole never reads
     as the whole once both are abbreviated: "<1.05M/1.05M"."""

@@ -12,6 +12,7 @@ import torch
 
 from ..events import Worst, finite_or_none
 from ..project.config import Tolerance
+from ..text import plural
 from .error_model import (
     DEFAULT_ERROR_FACTOR,
     element_budget,
@@ -125,16 +126,18 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
             result.rel_norm_err = finite_or_none(err_norm / ref_norm)
 
     if result.unwritten:
-        result.messages.append(f"{result.unwritten} of {result.numel} elements never written")
+        result.messages.append(f"{result.unwritten} of {plural(result.numel, 'element')} never written")
     if result.nan_mismatch:
-        result.messages.append(f"{result.nan_mismatch} elements are NaN/Inf where the reference is not (or the reverse)")
+        result.messages.append(f"{plural(result.nan_mismatch, 'element')} {'is' if result.nan_mismatch == 1 else 'are'} "
+                               "NaN/Inf where the reference is not (or the reverse)")
     close_fail = int((~close & both_finite).sum())
     if close_fail and exact:
         against = "both the float64 reference and reference_fn at the inputs' own precision" if matched_native \
             else "the reference (exact: an integer output)"
-        result.messages.append(f"{close_fail} of {result.numel} elements differ from {against}")
+        result.messages.append(f"{close_fail} of {plural(result.numel, 'element')} "
+                               f"{'differs' if close_fail == 1 else 'differ'} from {against}")
     elif close_fail:
-        result.messages.append(f"{close_fail} of {result.numel} elements "
+        result.messages.append(f"{close_fail} of {plural(result.numel, 'element')} "
                                f"{budget_broken(result, tol, str(out.dtype).replace('torch.', ''))}")
     if result.rel_norm_err is not None and result.rel_norm_err > norm_bound and not close_fail and not exact:
         result.messages.append(
@@ -202,7 +205,7 @@ def describe_pattern(bad: torch.Tensor) -> str:
     if count == 0:
         return ""
     if total < SMALL_OUTPUT:  # every element of a handful is both edge and interior: no guess
-        return f"{count} of {total} elements"
+        return f"{count} of {plural(total, 'element')}"
     if count > 0.5 * total:
         return f"everywhere ({count} of {total}): the computation itself, not a boundary"
     if bad.dim() <= 1:
