@@ -50,6 +50,8 @@ def test_bad_names_are_refused(bad):
 
 def test_template_render_renames_identifiers(catalog, tmp_path):
     target = create_project("fused_thing", tmp_path, catalog.choose("fused_thing", "row"))
+    # a known op's name with --template is the template asked for (it was the op's scaffold, silently)
+    assert catalog.choose("rmsnorm", "row") == catalog.template("row") != catalog.choose("rmsnorm", None)
     text = (target / "kernel.py").read_text()
     template = catalog.template("row")
     assert template.rename not in text.replace("fused_thing", "")  # no identifier left with the old name

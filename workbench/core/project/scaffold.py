@@ -173,8 +173,7 @@ class Catalog:
                 return self.by_name[template]
             if template not in FAMILIES:
                 raise ScaffoldError(f"unknown template {_shown(template)}; templates: {', '.join(FAMILIES)}")
-            known = self.by_name.get(name.lower())
-            return known if known is not None and known.family == template else self.template(template)
+            return self.template(template)  # asked for by name: the template, even for a known op's name
         known = self.by_name.get(name.lower())
         if known is None:
             raise ScaffoldError(
