@@ -211,8 +211,9 @@ def test_ncu_not_installed(make_project, ncu_cli, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     code, out, err = ncu_cli(project)
     assert (code, out) == (3, "")
+    # PATH holds no nvidia-smi either, so no GPU shows: both are said
     assert err == ("workbench profile: ncu (Nsight Compute) is not on PATH: install Nsight Compute (it comes with the "
-                   "CUDA toolkit) or set WORKBENCH_NCU\n")
+                   "CUDA toolkit) or set WORKBENCH_NCU; it profiles an NVIDIA GPU, and this machine shows none\n")
 
 
 @needs_no_gpu

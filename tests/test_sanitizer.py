@@ -167,8 +167,10 @@ def test_compute_sanitizer_not_installed(make_project, sanitize_cli, monkeypatch
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     code, out, err = sanitize_cli(make_project(GOOD))
     assert (code, out) == (3, "")
+    # PATH holds no nvidia-smi either, so no GPU shows: both are said
     assert err == ("workbench sanitize: compute-sanitizer is not on PATH: it comes with the CUDA toolkit; install it "
-                   "or set WORKBENCH_COMPUTE_SANITIZER\n")
+                   "or set WORKBENCH_COMPUTE_SANITIZER; it checks kernels on an NVIDIA GPU, and this machine shows "
+                   "none\n")
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the no-GPU path")

@@ -34,7 +34,7 @@ from workbench.core.events import (
     WorkerReady,
 )
 from workbench.core.project import ConfigError, Project
-from workbench.core.run import Job, make_runner
+from workbench.core.run import Job, discover_gpus, make_runner
 from workbench.core.verdict import worst_problem
 from workbench.profiling import ProfileResult
 
@@ -191,8 +191,9 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
     """The Profiler.run of "ncu" (options: cases, full, timeout_s, on_event; see workbench.profiling)."""
     ncu = find_ncu()
     if ncu is None:
+        gpu_too = "" if discover_gpus() else "; it profiles an NVIDIA GPU, and this machine shows none"
         return ProfileResult.failure(EXIT_ENVIRONMENT, "ncu (Nsight Compute) is not on PATH: install Nsight Compute "
-                                                       f"(it comes with the CUDA toolkit) or set {NCU_ENV}")
+                                                       f"(it comes with the CUDA toolkit) or set {NCU_ENV}{gpu_too}")
     try:
         names = triton_kernel_names(project.kernel_path)
     except SyntaxError as exc:

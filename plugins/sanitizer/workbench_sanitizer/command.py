@@ -44,7 +44,7 @@ from workbench.core.events import (
     WorkerReady,
 )
 from workbench.core.project import ConfigError, Project, ProjectError
-from workbench.core.run import Job, make_runner
+from workbench.core.run import Job, discover_gpus, make_runner
 from workbench.core.verdict import worst_problem
 
 from .events import SanitizedCase, SanitizePlan
@@ -244,8 +244,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, context: Context) -> int:
     exe = find_sanitizer()
     if exe is None:
+        gpu_too = "" if discover_gpus() else "; it checks kernels on an NVIDIA GPU, and this machine shows none"
         raise CommandError("compute-sanitizer is not on PATH: it comes with the CUDA toolkit; install it or set "
-                           f"{SANITIZER_ENV}", EXIT_ENVIRONMENT)
+                           f"{SANITIZER_ENV}{gpu_too}", EXIT_ENVIRONMENT)
     try:
         project = Project.open(args.project or ".")
         project.load_config()
