@@ -176,3 +176,26 @@ def test_backward_without_a_training_scaffold_is_refused_with_the_list(cli, tmp_
     assert code == 2 and not (tmp_path / "gelu").exists()
     text = out + err
     assert "no training scaffold for 'gelu'" in text and "rmsnorm" in text and "cross_entropy" in text
+
+
+def test_a_new_project_and_its_files_are_readable_by_a_teammate(tmp_path):
+    """Issue 44: the project folder came out 0700 (mkdtemp's), files written atomically 0600 (mkstemp's)."""
+    import os
+    import stat
+
+    from workbench.core.fsutil import atomic_write_text, current_umask
+
+    old = os.umask(0o022)
+    try:
+        assert current_umask() == 0o022
+        target = create_project("rmsnorm", tmp_path, Catalog.installed().choose("rmsnorm", None))
+        assert stat.S_IMODE(target.stat().st_mode) == 0o755
+        assert stat.S_IMODE((target / "kernel.py").stat().st_mode) == 0o644
+        report = tmp_path / "report.xml"
+        atomic_write_text(report, "x")
+        assert stat.S_IMODE(report.stat().st_mode) == 0o644
+        report.chmod(0o600)  # a mode the user chose is kept
+        atomic_write_text(report, "y")
+        assert stat.S_IMODE(report.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

@@ -7,15 +7,41 @@ import tempfile
 from pathlib import Path
 
 
+def current_umask() -> int:
+    """The process's umask, read where Linux shows it (setting it to read it back races other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def shared_mode(directory: bool = False) -> int:
+    """The mode a plain open() or mkdir() would give (0644 / 0755 under the usual umask): temporary files and
+    folders are made 0600 / 0700, which a teammate on a shared machine cannot read."""
+    return (0o777 if directory else 0o666) & ~current_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that a reader sees the old content or the new, never half of it."""
+    """Write a file so that a reader sees the old content or the new, never half of it; with the mode the file
+    had, or a plain open()'s."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = shared_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

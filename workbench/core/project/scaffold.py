@@ -34,6 +34,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from ..fsutil import shared_mode
+
 FAMILIES = ("elementwise", "row", "gemm", "attention")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # A project's name becomes its launcher's (`def <name>(...)` in kernel.py, which imports torch and
@@ -284,6 +286,7 @@ def create_project(name: str, parent: Path, scaffold: Scaffold) -> Path:
         # Build the project in a temporary folder beside it, then rename into place:
         # an interrupted `new` leaves no half-written project.
         staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+        os.chmod(staging, shared_mode(directory=True))  # mkdtemp's 0700 would keep a teammate out
         for filename, text in files.items():
             (staging / filename).write_text(text, encoding="utf-8")
         os.rename(staging, target)  # fails rather than replaces if target appeared meanwhile (non-empty)
