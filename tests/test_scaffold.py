@@ -199,3 +199,18 @@ def test_a_new_project_and_its_files_are_readable_by_a_teammate(tmp_path):
         assert stat.S_IMODE(report.stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_a_project_is_found_by_name_where_agents_md_readers_are(tmp_path, monkeypatch):
+    """Issue 44, item 7: AGENTS.md says `workbench verify swish --json`; that failed anywhere but in projects/."""
+    from workbench.core.project.folder import Project, ProjectError
+
+    create_project("swish", tmp_path / "projects", Catalog.installed().choose("swish", "elementwise"))
+    create_project("other", tmp_path / "projects", Catalog.installed().choose("other", "row"))
+    expected = (tmp_path / "projects" / "swish").resolve()
+    for where in (tmp_path, tmp_path / "projects", tmp_path / "projects" / "swish", tmp_path / "projects" / "other"):
+        monkeypatch.chdir(where)
+        assert Project.open("swish").root == expected, where
+    monkeypatch.chdir(tmp_path / "projects" / "swish")
+    with pytest.raises(ProjectError, match="nowhere: no such file or folder"):
+        Project.open("nowhere")

@@ -35,9 +35,14 @@ class Project:
 
     @classmethod
     def open(cls, path: str | Path) -> "Project":
-        """A project from a folder holding kernel.py, or from a kernel file itself."""
+        """A project from a folder holding kernel.py, or from a kernel file itself. A bare name that is no
+        folder here is looked for where `workbench new` put it: ./projects/NAME, this folder when it is the
+        project NAME, or a sibling project when this folder is one (so `workbench verify NAME`, as AGENTS.md
+        hands it out, works from where `new` ran, from projects/ and from inside the project)."""
         path = Path(path).expanduser()
         try:
+            if not path.exists():
+                path = by_name(path) or path
             if not path.exists():
                 raise ProjectError(f"{path}: no such file or folder")
             path = path.resolve()
@@ -124,6 +129,17 @@ def _delete_in_background(folder: Path) -> None:
 
 def source_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def by_name(name: Path) -> Path | None:
+    """Where a bare project name (no folder part, no suffix) that is not a folder here lives, if anywhere."""
+    if len(name.parts) != 1 or name.suffix or str(name) in (".", ".."):
+        return None
+    here = Path.cwd()
+    candidates = [here / "projects" / name]
+    if (here / KERNEL_FILE).is_file():  # inside a project: itself, or a sibling
+        candidates += [here] if here.name == str(name) else [here.parent / name]
+    return next((c for c in candidates if (c / KERNEL_FILE).is_file()), None)
 
 
 def find_projects(root: Path) -> list[Project]:
