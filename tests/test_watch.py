@@ -310,3 +310,30 @@ def test_a_save_caught_between_truncation_and_write_is_read_once_written(tmp_pat
     started = time.monotonic()
     notices = watcher.check()
     assert [n.source for n in notices if isinstance(n, Save)] == [""] and time.monotonic() - started >= 0.45
+
+
+def test_a_kernel_py_replaced_by_a_fifo_or_a_device_is_missing_never_read(tmp_path):
+    """Issue 44, item 9: a FIFO froze the app (the read blocks); a link to /dev/urandom read until memory ran out.
+    Neither is read: the snapshot says the kernel is missing, at once."""
+    import os
+
+    from workbench.core.live.watch import take_snapshot
+    from workbench.core.project.folder import Project, read_source_bytes
+
+    folder = tmp_path / "p"
+    folder.mkdir()
+    kernel = folder / "kernel.py"
+    kernel.write_text("import helper\n")
+    (folder / "helper.py").write_text("x = 1\n")
+    project = Project.open(folder)
+    assert not take_snapshot(project).kernel_missing
+    kernel.unlink()
+    os.mkfifo(kernel)
+    started = time.monotonic()
+    assert take_snapshot(project).kernel_missing
+    kernel.unlink()
+    kernel.symlink_to("/dev/urandom")
+    assert take_snapshot(project).kernel_missing
+    assert time.monotonic() - started < 5
+    with pytest.raises(OSError, match="not a regular file"):
+        read_source_bytes(kernel)

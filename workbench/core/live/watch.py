@@ -34,6 +34,7 @@ from ..project.folder import (  # noqa: F401 - imported_top_names: re-exported f
     Project,
     imported_top_names,
     local_modules,
+    read_source_bytes,
     source_hash,
     watched_files,
 )
@@ -65,13 +66,16 @@ class Snapshot:
 
 
 def take_snapshot(project: Project) -> Snapshot:
+    """Each watched file's hash; a file that is not a regular file (a FIFO, a link to /dev/urandom) or is too
+    large for source counts as missing and is never read (folder.read_source_bytes): reading it would block or
+    never end."""
     paths = watched_files(project)
     hashes: dict[str, str] = {}
     kernel_source = None
     for path in paths:
         name = _relative(project, path)
         try:
-            raw = path.read_bytes()
+            raw = read_source_bytes(path)
         except OSError:
             hashes[name] = MISSING
             continue

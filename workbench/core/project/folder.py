@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import os
 import shutil
+import stat
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ class Project:
         return self.kernel_path.read_text(encoding="utf-8")
 
     def source_hash(self) -> str:
-        return source_hash(self.kernel_path.read_bytes())
+        return source_hash(read_source_bytes(self.kernel_path))
 
     def clear_triton_cache(self) -> None:
         """Start this project's own Triton cache afresh; never ~/.triton. The old one is renamed away at once
@@ -171,6 +172,21 @@ def imported_top_names(source: str) -> set[str]:
     return names
 
 
+# A source file larger than this is not one: it is not read (a link to a device, a log written over kernel.py).
+MAX_SOURCE_BYTES = 16 << 20
+
+
+def read_source_bytes(path: Path) -> bytes:
+    """A source file's bytes; OSError for what is not a regular file (a FIFO would block the read, a link to
+    /dev/urandom never end it) or is past MAX_SOURCE_BYTES."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path}: not a regular file")
+    if st.st_size > MAX_SOURCE_BYTES:
+        raise OSError(f"{path}: {st.st_size} bytes, too large for a source file")
+    return path.read_bytes()
+
+
 def local_modules(project: Project) -> tuple[list[Path], list[Path]]:
     """The project's own modules the kernel imports, transitively: (module files, package folders)."""
     files: list[Path] = []
@@ -179,7 +195,7 @@ def local_modules(project: Project) -> tuple[list[Path], list[Path]]:
     pending = [project.kernel_path]
     while pending:
         try:
-            source = pending.pop().read_text(encoding="utf-8", errors="replace")
+            source = read_source_bytes(pending.pop()).decode("utf-8", errors="replace")
         except OSError:
             continue
         for name in sorted(imported_top_names(source)):

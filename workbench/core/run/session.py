@@ -29,7 +29,7 @@ from ..events import (
 )
 from ..project.kept import load_baselines, load_findings, remember_baselines, remember_findings
 from ..project.config import ConfigError
-from ..project.folder import Project, source_hash, watched_files
+from ..project.folder import Project, read_source_bytes, source_hash, watched_files
 from ..project.history import RunRecord, append_record
 from ..stage import COMPILE_TARGET_ENV, Job
 from ..timing.stats import bench_rows, bench_summary
@@ -158,7 +158,7 @@ def read_watched_files(project: Project) -> dict[str, str]:
     files = {}
     for path in watched_files(project):
         try:
-            files[str(path.relative_to(project.root))] = path.read_text(encoding="utf-8", errors="replace")
+            files[str(path.relative_to(project.root))] = read_source_bytes(path).decode("utf-8", errors="replace")
         except (OSError, ValueError):
             continue
     return files
@@ -254,7 +254,7 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
     stages = list(spec.stages)
     started = time.monotonic()
     try:
-        raw = project.kernel_path.read_bytes()
+        raw = read_source_bytes(project.kernel_path)
     except OSError as exc:
         raw = b""
         problem: Problem | None = Problem(kind="import", message=f"cannot read {project.kernel_path}: {exc}",
