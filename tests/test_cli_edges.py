@@ -370,3 +370,10 @@ def test_the_help_lists_every_exit_code():
     epilog = build_parser({}).epilog
     for code in ("0 verified", "1 ", "2 ", "3 ", "4 slower", "130 interrupted", "143 terminated", "141 stdout"):
         assert code in epilog
+
+
+def test_cases_that_are_all_for_the_benchmark_are_refused_saying_why(cli, make_project):
+    """Issue 44, item 8: it was "NOT USABLE: 0 passed, 0 failed" with no reason, -v too."""
+    source = kernels.GOOD + '\nCASES = [{"n": 4096, "purpose": "bench"}, {"n": 8192, "purpose": "bench"}]\n'
+    code, out, err = cli("verify", make_project(source))
+    assert code == 2 and "no case of CASES is for verification: all 2 have purpose \"bench\"" in out, out + err

@@ -502,6 +502,12 @@ def verify_stage(context: JobContext) -> None:
                                      f"(it has {len(context.km.cases)}: 0..{len(context.km.cases) - 1})"))
         raise RunAborted()
     selected = select_cases(context.km.cases, indices, "verify")
+    if not selected and context.km.cases:  # said, not a silent "0 passed, 0 failed"
+        context.emit(Problem(kind="contract", file=str(context.km.path),
+                             message=f"no case of CASES is for verification: all {len(context.km.cases)} have "
+                                     "purpose \"bench\"; verification runs those whose purpose is \"verify\" (the "
+                                     "default): give at least one"))
+        raise RunAborted()
     cases = shard_of(selected, context.job.shard)
     order = None
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
