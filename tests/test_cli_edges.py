@@ -377,3 +377,22 @@ def test_cases_that_are_all_for_the_benchmark_are_refused_saying_why(cli, make_p
     source = kernels.GOOD + '\nCASES = [{"n": 4096, "purpose": "bench"}, {"n": 8192, "purpose": "bench"}]\n'
     code, out, err = cli("verify", make_project(source))
     assert code == 2 and "no case of CASES is for verification: all 2 have purpose \"bench\"" in out, out + err
+
+
+def test_a_full_disk_is_the_machines_problem_said_in_one_line(make_project, monkeypatch, capsys):
+    """Issue 44, item 8: a full disk while recording was a raw OSError traceback and exit 1 (as if the kernel
+    had failed); now exit 3 and one line."""
+    import errno
+
+    import workbench.core.run.session as session
+    from workbench.cli import main
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "/x/.workbench/history/1.json")
+
+    monkeypatch.setattr(session, "append_record", full)
+    project = make_project(kernels.GOOD, toml="[verify]\ngenerated_cases = false\nrepeat_calls = false\n")
+    code = main(["verify", str(project), "--interpret"])
+    err = capsys.readouterr().err
+    assert code == 3 and "no space left to write /x/.workbench/history/1.json (No space left on device)" in err
+    assert _no_traceback(err)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -28,7 +29,7 @@ from .commands import (
     Context,
     collect_commands,
 )
-from .core.exit_codes import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_INTERRUPTED, EXIT_TERMINATED
+from .core.exit_codes import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_TERMINATED
 from .plugins import PluginError, make_plugin_manager
 
 
@@ -117,6 +118,16 @@ def _main(argv: list[str] | None, pm: pluggy.PluginManager | None) -> int:
     except KeyboardInterrupt:
         print(f"workbench {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise  # main's: stdout went away
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # A full disk is the machine's, not the kernel's (it was a traceback and exit 1): what was written is
+        # whole (every record and report is written atomically), what was not is absent.
+        print(f"workbench {args.command}: no space left to write {exc.filename or 'a file'} "
+              f"({exc.strerror}); free some and run it again", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
