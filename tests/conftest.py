@@ -14,6 +14,9 @@ if "WORKBENCH_WORKERS" not in os.environ:
     from workbench.core.run.runner import default_parallel
 
     os.environ["WORKBENCH_WORKERS"] = str(min(2, default_parallel()))
+# No heartbeat lines on a captured stderr unless a test asks for them (commands.Heartbeat): a slow machine would
+# otherwise add them to what tests read.
+os.environ.setdefault("WORKBENCH_HEARTBEAT_S", "0")
 
 
 def _has_cuda() -> bool:

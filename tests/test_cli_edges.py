@@ -396,3 +396,12 @@ def test_a_full_disk_is_the_machines_problem_said_in_one_line(make_project, monk
     err = capsys.readouterr().err
     assert code == 3 and "no space left to write /x/.workbench/history/1.json (No space left on device)" in err
     assert _no_traceback(err)
+
+
+def test_a_slow_import_is_not_silence_where_stderr_is_no_terminal(cli, make_project, monkeypatch):
+    """Issue 44, item 8: an import that hangs was 300 s of silence in CI and for agents."""
+    monkeypatch.setenv("WORKBENCH_HEARTBEAT_S", "1")
+    slow = "import time\ntime.sleep(3)\n" + kernels.GOOD
+    code, out, err = cli("verify", make_project(slow, toml="[verify]\ngenerated_cases = false\n"))
+    assert code == 0, out + err
+    assert "workbench: proj: still importing kernel.py" in err, err

@@ -10,7 +10,10 @@ noise (`workbench bench --fail-slower`; only where the run would otherwise exit 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -70,6 +73,62 @@ def collect_by_name(hook: Callable[..., Any], what: str) -> dict[str, Any]:
 
 def collect_commands(pm: pluggy.PluginManager) -> dict[str, Command]:
     return collect_by_name(pm.hook.workbench_register_commands, "command")
+
+
+HEARTBEAT_ENV = "WORKBENCH_HEARTBEAT_S"
+DEFAULT_HEARTBEAT_S = 30.0
+
+
+class Heartbeat:
+    """Where stderr is no terminal (CI, an agent's pipe) and the live status line is off: one line on stderr when
+    a project has said nothing new for `every_s` seconds ("rmsnorm: still importing kernel.py, 60 s"), so that
+    a slow import or compile is not 300 s of silence. WORKBENCH_HEARTBEAT_S sets the interval (0: none)."""
+
+    def __init__(self, enabled: bool, every_s: float | None = None):
+        every_s = float(os.environ.get(HEARTBEAT_ENV, DEFAULT_HEARTBEAT_S)) if every_s is None else every_s
+        self.every_s = every_s if enabled and every_s > 0 else 0.0
+        self._lock = threading.Lock()
+        self._doing: dict[str, tuple[str, float, float]] = {}  # project -> (what, since, last said)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def begin(self, project: str) -> None:
+        """A project's run starts: said if its worker takes `every_s` to start."""
+        self(project, None)
+
+    def __call__(self, project: str, event: Event | None) -> None:
+        if not self.every_s:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if isinstance(event, StageChanged):
+                what = {"importing": "importing kernel.py"}.get(event.stage, event.stage)
+                self._doing[project] = (f"{what} {event.detail}".strip(), now, now)
+            elif project in self._doing and event is not None:
+                what, _, _ = self._doing[project]
+                self._doing[project] = (what, now, now)
+            else:
+                self._doing[project] = ("starting", now, now)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._beat, name="workbench-heartbeat", daemon=True)
+            self._thread.start()
+
+    def done(self, project: str) -> None:
+        with self._lock:
+            self._doing.pop(project, None)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.every_s)):
+            now = time.monotonic()
+            with self._lock:
+                for project, (what, since, said) in list(self._doing.items()):
+                    if now - said >= self.every_s:
+                        sys.stderr.write(f"workbench: {project}: still {what}, {now - since:.0f} s\n")
+                        sys.stderr.flush()
+                        self._doing[project] = (what, since, now)
 
 
 class Progress:

@@ -16,6 +16,7 @@ from ..commands import (
     Command,
     CommandError,
     Context,
+    Heartbeat,
     Progress,
     hookimpl,
     seconds_argument,
@@ -101,6 +102,7 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
     projects = resolve_projects(args.projects)
     runners = make_runners(args, context, len(projects), stages=stages)
     progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(runners) == 1)
+    heartbeat = Heartbeat(enabled=not progress.enabled)
     outcomes: list[RunOutcome | None] = [None] * len(projects)
     lock = threading.RLock()  # printing, one lane at a time
     hooks = PluginHooks(context.pm)
@@ -108,6 +110,7 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
 
     def finish(index: int, outcome: RunOutcome) -> None:
         nonlocal printed
+        heartbeat.done(outcome.project.name)
         with lock:
             progress.clear()
             outcomes[index] = outcome
@@ -121,12 +124,14 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
         project = projects[index]
 
         def on_event(event: Event) -> None:
+            heartbeat(project.name, event)
             with lock:
                 progress(event)
 
         spec = RunSpec(tuple(stages), case_indices=args.cases, timeout_s=args.timeout,
                        fresh_baselines=getattr(args, "fresh_baselines", False),
                        fresh_checks=getattr(args, "fresh_checks", False), bench_mode=getattr(args, "mode", None) or "")
+        heartbeat.begin(project.name)
         outcome = run_project(project, runner, spec, on_event, hooks)
         finish(index, outcome)
         return outcome
@@ -137,6 +142,7 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
             shared.result(future)
     finally:
         shared.close()
+        heartbeat.close()
     return [o for o in outcomes if o is not None]
 
 
