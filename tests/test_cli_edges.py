@@ -248,14 +248,14 @@ def test_history_and_diff_default_to_this_folders_project(cli, make_project, mon
     assert code == 0 and out.split()[0] == second
     code, out, err = cli("diff")
     assert code == 0, err
-    assert out.startswith(f"{first} (passed) -> {second} (failed)") and "n // meta" in out
+    assert out.startswith(f"{first} (VERIFIED) -> {second} (FAILED)") and "n // meta" in out
     code, out, err = cli("diff", second, first)  # the runs, first: no project named
     assert code == 0, err
-    assert out.startswith(f"{second} (failed) -> {first} (passed)")
+    assert out.startswith(f"{second} (FAILED) -> {first} (VERIFIED)")
     code, out, err = cli("diff", "0")  # one run: against the latest
-    assert code == 0 and out.startswith(f"{first} (passed) -> {second} (failed)")
+    assert code == 0 and out.startswith(f"{first} (VERIFIED) -> {second} (FAILED)")
     code, out, err = cli("diff", ".", "-1", "-2")  # naming the project still works
-    assert code == 0 and out.startswith(f"{second} (failed) -> {first} (passed)")
+    assert code == 0 and out.startswith(f"{second} (FAILED) -> {first} (VERIFIED)")
     code, out, err = cli("diff", "nope", "-1", "-2")
     assert code == 2 and "nope: not a project" in err and _no_traceback(out, err)
 

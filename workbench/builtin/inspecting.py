@@ -68,7 +68,7 @@ def _list(args: argparse.Namespace, context: Context) -> int:
         stale = f" ({', '.join(changed)} changed since)" if changed else ""
         where = record.data.get("mode") or "?"
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created)) + f" on {where}"
-        print(f"{project.name:<20} {record.verdict + stale:<40} {when}  {record.counts_text}")
+        print(f"{project.name:<20} {record.verdict_label + stale:<40} {when}  {record.counts_text}")
     return EXIT_OK
 
 
@@ -215,7 +215,7 @@ def _history(args: argparse.Namespace, context: Context) -> int:
         d = record.data
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
         bench = d.get("bench_summary") or ""
-        print(f"{record.id}  {when}  {'+'.join(d.get('stages', [])):<12} {record.verdict:<9} "
+        print(f"{record.id}  {when}  {'+'.join(d.get('stages', [])):<12} {record.verdict_label:<15} "
               f"{record.counts_text}  src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}".rstrip())
     return EXIT_OK
 
@@ -245,7 +245,7 @@ def _diff(args: argparse.Namespace, context: Context) -> int:
         older, newer = find_record(records, older_ref), find_record(records, newer_ref)
     except KeyError as exc:
         raise CommandError(str(exc.args[0])) from None
-    print(f"{older.id} ({older.verdict}) -> {newer.id} ({newer.verdict})")
+    print(f"{older.id} ({older.verdict_label}) -> {newer.id} ({newer.verdict_label})")
     from ..reports import timing_change
 
     for line in timing_change(older.data, newer.data):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text
-from ..verdict import Verdict
+from ..verdict import LABELS, Verdict
 from .folder import Project
 
 RECORD_VERSION = 1
@@ -36,6 +36,14 @@ class RunRecord:
     def verdict(self) -> str:
         """passed | failed | gpu_only | error | cancelled: core/verdict.py's rule, records of any age."""
         return Verdict.of_record(self.data).status if "counts" in self.data else self.data.get("verdict", "?")
+
+    @property
+    def verdict_label(self) -> str:
+        """The verdict's word, as the report, the app and the MCP server say it: VERIFIED, FAILED, NOT USABLE,
+        CANNOT RUN HERE, GPU ONLY, CANCELLED."""
+        if "counts" in self.data:
+            return Verdict.of_record(self.data).label
+        return LABELS.get(self.verdict, self.verdict.upper())
 
     @property
     def counts_text(self) -> str:

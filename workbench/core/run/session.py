@@ -102,6 +102,7 @@ class RunOutcome:
             "torch": ready.torch_version if ready else None,
             "triton": ready.triton_version if ready else None,
             "verdict": self.verdict.status,
+            "verdict_label": self.verdict.label,  # the word every report says: VERIFIED, FAILED, NOT USABLE ...
             "exit_code": self.verdict.exit_code,
             "counts": self.verdict.counts,
             "cases": [_plain(r) for r in self.case_results()],
