@@ -405,3 +405,11 @@ def test_a_slow_import_is_not_silence_where_stderr_is_no_terminal(cli, make_proj
     code, out, err = cli("verify", make_project(slow, toml="[verify]\ngenerated_cases = false\n"))
     assert code == 0, out + err
     assert "workbench: proj: still importing kernel.py" in err, err
+
+
+def test_a_broken_roofline_count_is_said_on_the_cpu(cli, make_project):
+    """Issue 44, item 8: a flops() that raises was found only in a benchmark on the GPU machine."""
+    source = kernels.GOOD + "\n\ndef flops(x):\n    return x.numel() / 0\n"
+    code, out, err = cli("verify", make_project(source, toml="[verify]\ngenerated_cases = false\n"))
+    assert code == 0, out + err  # said, not a verdict: the kernel is right
+    assert "flops() raised ZeroDivisionError: division by zero: a benchmark will have no FLOP rate" in out, out

@@ -108,6 +108,7 @@ class CaseData:
     status: str = "compare"  # compare | error | skipped (the last two carry their messages)
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # said beside the verdict, never failing it (CaseResult's)
     first: list[Any] = field(default_factory=list)  # outputs of the first run (allocations NaN-filled)
     second: list[Any] = field(default_factory=list)  # of the second run (sentinel-filled); [] for one run
     names: list[str] = field(default_factory=list)

@@ -77,7 +77,7 @@ class Judge:
         start = time.perf_counter()
         result = CaseResult(case_index=data.case_index, label=data.label, status="passed", config=data.config,
                             notes=list(data.notes), generated=data.generated, launches=data.launches,
-                            checks=dict(data.checks), phase=data.phase)
+                            checks=dict(data.checks), phase=data.phase, warnings=list(data.warnings))
         if data.status in ("error", "skipped"):
             result.status = data.status
             result.messages = list(data.messages)
