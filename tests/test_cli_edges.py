@@ -413,3 +413,11 @@ def test_a_broken_roofline_count_is_said_on_the_cpu(cli, make_project):
     code, out, err = cli("verify", make_project(source, toml="[verify]\ngenerated_cases = false\n"))
     assert code == 0, out + err  # said, not a verdict: the kernel is right
     assert "flops() raised ZeroDivisionError: division by zero: a benchmark will have no FLOP rate" in out, out
+
+
+def test_the_cases_left_to_the_benchmark_are_said_where_the_numbers_jump(cli, make_project):
+    """Issue 44, item 8: the case table went 0, 1, 3 with no line saying why."""
+    source = kernels.GOOD + '\nCASES = [{"n": 100}, {"n": 200}, {"n": 1 << 20, "purpose": "bench"}, {"n": 300}]\n'
+    code, out, err = cli("verify", make_project(source, toml="[verify]\ngenerated_cases = false\n"))
+    assert code == 0, out + err
+    assert 'case 2: for the benchmark only (purpose "bench"), not verified' in out, out

@@ -60,6 +60,7 @@ class RunStarted(Event):
     n_cases: int
     autotuned: list[str] = field(default_factory=list)  # names of autotuned kernels
     planned: list[int] = field(default_factory=list)  # case indices verification will run, in order
+    bench_only: list[int] = field(default_factory=list)  # CASES for the benchmark alone (purpose "bench")
 
 
 @dataclass

@@ -92,6 +92,11 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         compared = describe_compared([e for r in rows if not r.config for e in r.compared])
         if compared:
             lines.append(f"  {compared}")
+        started = outcome.started
+        if started is not None and started.bench_only and "verify" in outcome.stages:
+            shown = ", ".join(map(str, started.bench_only))
+            lines.append(f"  case{'s' if len(started.bench_only) > 1 else ''} {shown}: for the benchmark only "
+                         "(purpose \"bench\"), not verified")
     skipped_configs: dict[tuple[str, str], list[int]] = {}  # (config, notes) -> the cases: said once for all
     for r in rows:
         if r.warnings and not r.config:  # the case proves little: said in the verdict, not only in JSON

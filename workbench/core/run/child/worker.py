@@ -213,7 +213,8 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     planned = [c.index for c in select_cases(km.cases, job.case_indices, "verify")] if "verify" in job.stages else []
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
-                    autotuned=sorted(find_autotuners(km.module))))
+                    autotuned=sorted(find_autotuners(km.module)),
+                    bench_only=[c.index for c in km.cases if c.purpose == "bench"]))
     try:
         return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
                                       tally=tally, judge=judge_counted if judge is not None else None,
