@@ -277,6 +277,11 @@ def _refuse_unknown_tables(data: dict[str, Any], path: Path | str) -> None:
         raise ConfigError(path, key, f"unknown table [{key}] (known: [{'], ['.join(known)}]){hint}")
 
 
+# [verify] keys that take true, false or a list of names: what the names are
+BOOL_OR_NAMES = {"allow_torch_ops": "torch function names (\"torch.add\", \"torch.nn.functional.softmax\")",
+                 "value_stress": "input names (as reference_fn calls them: [\"x\"])"}
+
+
 def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = None) -> Any:
     if not isinstance(values, dict):
         raise ConfigError(path, name, "must be a table")
@@ -291,18 +296,11 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
         if cls is VerifyConfig and key in COMPAT_KEYS:
             kwargs[key] = _compat_mode(value, f"{name}.{key}", path)
             continue
-        if cls is VerifyConfig and key == "allow_torch_ops":
+        if cls is VerifyConfig and key in BOOL_OR_NAMES:
             if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) and v
                                                                                     for v in value)):
-                raise ConfigError(path, f"{name}.{key}", "expected true, false or a list of torch function names "
-                                                         f"(\"torch.add\", \"torch.nn.functional.softmax\"), got {value!r}")
-            kwargs[key] = value if isinstance(value, bool) else list(value)
-            continue
-        if cls is VerifyConfig and key == "value_stress":
-            if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) and v
-                                                                                    for v in value)):
-                raise ConfigError(path, f"{name}.{key}", "expected true, false or a list of input names (as "
-                                                         f"reference_fn calls them: [\"x\"]), got {value!r}")
+                raise ConfigError(path, f"{name}.{key}", f"expected true, false or a list of {BOOL_OR_NAMES[key]}, "
+                                                         f"got {value!r}")
             kwargs[key] = value if isinstance(value, bool) else list(value)
             continue
         if cls is VerifyConfig and key == "fixed_params":

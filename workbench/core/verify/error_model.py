@@ -70,8 +70,9 @@ class TorchError:
 
 def _relative(r: torch.Tensor, other: torch.Tensor | None, weight: torch.Tensor,
               spread: bool) -> tuple[float, float, torch.Tensor] | None:
-    """(E, the largest absolute error, the per-element errors) of `other` against `r`; None when it is not
-    a floating-point result of r's shape. `spread`: E capped at SPREAD_OF_PERCENTILE x its 99th percentile."""
+    """(E, the largest absolute error, the per-element errors, 0 where either is not finite) of `other` against
+    `r`; None when it is not a floating-point result of r's shape. `spread`: E capped at SPREAD_OF_PERCENTILE x
+    its 99th percentile."""
     if other is None or not other.is_floating_point() or tuple(other.shape) != tuple(r.shape):
         return None
     o = other.detach().to(r.device, torch.float64)
@@ -116,15 +117,22 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
     positive = weight > 0
     zero_floor = float(err[~positive].max()) if bool((~positive).any()) else 0.0
     per_element = torch.clamp_min(relative * weight, zero_floor)
-    norm = None
-    finite = torch.isfinite(r) & torch.isfinite(native.detach().to(r.device, torch.float64))
-    if significant is not None and bool((significant & finite).any()):
-        ref_norm = float(torch.linalg.vector_norm(r[significant & finite]))
-        if ref_norm > 0:
-            norm = float(torch.linalg.vector_norm(err[significant & finite])) / ref_norm
-            if by_inputs is not None:
-                norm = max(norm, float(torch.linalg.vector_norm(by_inputs[2][significant & finite])) / ref_norm)
+    errors = [err] if by_inputs is None else [err, by_inputs[2]]
+    norm = None if significant is None else \
+        _norm(r, errors, significant & torch.isfinite(native.detach().to(r.device, torch.float64)))
     return TorchError(per_element, absolute, norm, str(native.dtype).replace("torch.", ""), source)
+
+
+def _norm(r: torch.Tensor, errors: list[torch.Tensor], significant: torch.Tensor) -> float | None:
+    """The largest ||error|| / ||r|| over the `significant` elements where r is finite (torch's result too:
+    the caller's mask); None when there are none or ||r|| is 0."""
+    where = significant & torch.isfinite(r)
+    if not bool(where.any()):
+        return None
+    ref_norm = float(torch.linalg.vector_norm(r[where]))
+    if ref_norm <= 0:
+        return None
+    return max(float(torch.linalg.vector_norm(e[where])) for e in errors) / ref_norm
 
 
 def typical_magnitude(r: torch.Tensor) -> float:
