@@ -33,6 +33,24 @@ def scale(x):
     return out
 '''
 
+# A launcher that hands back the output it made for the same tensor, unchanged since (its address, its version
+# counter), launching nothing: right on every call verification makes; the benchmark's timed calls time nothing.
+KEEPS_BY_POINTER_LAUNCHER = '''
+_kept = {}
+
+
+def scale(x):
+    key = (x.data_ptr(), x._version)
+    hit = _kept.get(key)
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    _kept[key] = (x, out)
+    return out
+'''
+
 CONTRACT = '''
 kernel_fn = scale
 

@@ -14,17 +14,9 @@ from triton.runtime.errors import OutOfResources
 def _load_on_a_small_gpu(nargs):
     raise OutOfResources(262144, 232448, "shared memory")
 
-
-@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128}),
-                          triton.Config({"BLOCK": 1024}, pre_hook=_load_on_a_small_gpu)], key=["n"])
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    y = x * 2.0
-    tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
-'''
+''' + kernels.KERNEL.replace('triton.Config({"BLOCK": 128})], key=["n"])',
+                             'triton.Config({"BLOCK": 128}),\n                          '
+                             'triton.Config({"BLOCK": 1024}, pre_hook=_load_on_a_small_gpu)], key=["n"])')
 
 ONE_CONFIG_TOO_BIG = kernels.kernel_source(kernel=TOO_BIG)
 # ... and another config that launches and is wrong

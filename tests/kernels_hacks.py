@@ -41,21 +41,7 @@ _write_into(torch._C._CUDAGraph, "replay", lambda self: None)
 
 # -- results kept from an earlier call -------------------------------------------------------------------
 
-KEEPS_BY_POINTER = source(launcher='''
-_kept = {}
-
-
-def scale(x):
-    key = (x.data_ptr(), x._version)
-    hit = _kept.get(key)
-    if hit is not None and hit[0] is x:
-        return hit[1]
-    out = torch.empty_like(x)
-    n = x.numel()
-    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
-    _kept[key] = (x, out)
-    return out
-''')
+KEEPS_BY_POINTER = source(launcher=kernels.KEEPS_BY_POINTER_LAUNCHER)
 
 # -- another stream --------------------------------------------------------------------------------------
 

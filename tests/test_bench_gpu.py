@@ -305,21 +305,7 @@ def test_compile_only_compiles_every_config_and_launches_nothing(make_project, t
 # Hands back the output it made for the same tensor, unchanged since (its address, its version counter), and
 # launches nothing: right on every call verification makes (fresh tensors, or the same ones refilled in place,
 # which bumps the version), while the benchmark's timed calls, on unchanged inputs, would time no kernel.
-KEEPS_ITS_OUTPUTS = kernels.kernel_source(launcher='''
-_kept = {}
-
-
-def scale(x):
-    key = (x.data_ptr(), x._version)
-    hit = _kept.get(key)
-    if hit is not None and hit[0] is x:
-        return hit[1]
-    out = torch.empty_like(x)
-    n = x.numel()
-    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
-    _kept[key] = (x, out)
-    return out
-''')
+KEEPS_ITS_OUTPUTS = kernels.kernel_source(launcher=kernels.KEEPS_BY_POINTER_LAUNCHER)
 
 
 def test_a_launcher_that_keeps_its_outputs_posts_no_time(cli, make_project, cache_dir):

@@ -225,9 +225,7 @@ class PluginHooks:
                 raise ValueError(f"check {check.key!r} is registered twice")
             found[check.key] = check
 
-        hook = getattr(self.pm.hook, "workbench_register_checks", None)
-        if hook is not None:
-            hook(register=register)
+        self.pm.hook.workbench_register_checks(register=register)
         return [{"key": c.key, "target": c.target} for c in found.values()]
 
     def finish(self, outcome: "RunOutcome") -> None:

@@ -69,7 +69,8 @@ Emit = Callable[[Event], None]
 class Verifier:
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool,
                  pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
-                 live: bool = False, kept_findings: dict[str, Any] | None = None):
+                 live: bool = False, kept_findings: dict[str, Any] | None = None,
+                 plugin_checks: list[dict[str, str]] | None = None):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
         self.kept_findings = KeptFindings(km, config, kept_findings)  # checks passed before: not run again
         self.remote_judge = judge  # the judge process (run/child/judge_process.py); None: judged in this process
@@ -79,7 +80,7 @@ class Verifier:
         self.anchors = first_case_per_dtype(km.cases)
         self.layout_anchors = first_case_per_dtype(km.cases, sized=True)  # verify/layouts.py
         self.live = live  # the live loop's run: no torch.compile / CUDA-graph checks
-        self.plugin_checks: list[dict[str, str]] = []  # checks plugins add (verify/checks.py): run_verification sets
+        self.plugin_checks = list(plugin_checks or [])  # checks plugins add (verify/checks.py)
         LaunchCounter.install()
         self.autotuners = find_autotuners(km.module)
         self.dot_may_use_tf32 = dot_may_use_tf32(km)
@@ -490,8 +491,7 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
     is judged first, on one call each (phase "forward"), so its verdict shows before the gradients'.
     `kept_findings`: the compatibility checks that passed in earlier runs (not run again); `plugin_checks`: the
     checks plugins add ({"key", "target"}: verify/checks.py), gathered on each case's first call."""
-    verifier = Verifier(km, config, emit, interpret, pins, judge, live, kept_findings)
-    verifier.plugin_checks = list(plugin_checks or [])
+    verifier = Verifier(km, config, emit, interpret, pins, judge, live, kept_findings, plugin_checks)
     verifier.anchors = first_case_per_dtype(among or cases)
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
     if torch_compile_to_run(km, cases, config, interpret, verifier.anchors, live, verifier.kept_findings):

@@ -84,10 +84,6 @@ class PluginCheck:
     fails_when: str
     target: str
 
-    @property
-    def name(self) -> str:  # commands.collect_by_name registers by .name
-        return self.key
-
 
 def load_check(target: str) -> Any:
     """The gather/decide object a PluginCheck names ("module:attribute")."""
