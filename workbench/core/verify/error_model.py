@@ -42,13 +42,13 @@ does in float32 is right; one that matches neither is not).
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..project.config import Tolerance
+from .tensors import seeded_generator
 
 DEFAULT_ERROR_FACTOR = 2.0
 
@@ -190,8 +190,7 @@ def rounded_once_more(inputs: list[Any]) -> list[Any]:
     for index, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             unit = torch.finfo(x.dtype).eps / 2
-            generator = torch.Generator(device=x.device)
-            generator.manual_seed(zlib.crc32(f"{index}:{tuple(x.shape)}".encode()))
+            generator = seeded_generator(index, x.shape, x.device)
             noise = torch.rand(tuple(x.shape), generator=generator, device=x.device, dtype=torch.float64)
             x = x.detach().to(torch.float64) * (1 + unit * (2 * noise - 1))
         moved.append(x)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import zlib
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
@@ -45,7 +44,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..project.contract import KernelModule
 from .launches import LaunchCounter
-from .tensors import flatten_outputs
+from .tensors import flatten_outputs, seeded_generator
 from .torchops import TorchOpRecorder
 
 
@@ -74,7 +73,7 @@ def input_names(fn: Callable[..., Any], count: int) -> list[str]:
 
 def upstream_like(output: torch.Tensor, index: int) -> torch.Tensor:
     """The upstream gradient for output `index`: the same values for kernel and reference."""
-    generator = torch.Generator().manual_seed(zlib.crc32(f"{index}:{tuple(output.shape)}".encode()))
+    generator = seeded_generator(index, output.shape)
     magnitude = torch.randint(1, 16, tuple(output.shape), generator=generator)
     magnitude += (magnitude >= 8).to(magnitude.dtype)  # never exactly 1: a loss's backward may skip its kernel for 1.0
     sign = torch.randint(0, 2, tuple(output.shape), generator=generator) * 2 - 1

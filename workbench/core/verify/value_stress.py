@@ -27,18 +27,17 @@ are generated cases: `generated_cases = false` turns them off too.
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from math import prod
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from ..project.config import VerifyConfig
 from ..project.contract import Case
 from .edge_cases import is_size, names_dtype
+from .tensors import seeded_generator
 
-STRESSES = ("values x64", "values x1/1024", "offset", "outliers")
 # The common offset keeps a few bits of each value below it in every dtype: +1000 leaves a float32 value 14 of
 # its 24 bits, +64 a float16 one 5 of 11, +16 a bfloat16 one 4 of 8.
 OFFSETS = {torch.float16: 64.0, torch.bfloat16: 16.0}
@@ -47,17 +46,45 @@ STABLE_SIZE = 1024  # a base case at least this big: torch's own error is measur
 INTERPRETED_SIZE = 256  # ... under the interpreter, which runs every element in Python: cheaper, still enough
 OUTLIER_EVERY = 512
 OUTLIER_FACTOR = 100.0
-# What a failure under each stress usually means, said in the case's notes.
-HINTS = {
-    "values x64": "large values: an exp that overflows (subtract the row max first?), or squares past the "
-                  "dtype's range (accumulate in float32?)",
-    "values x1/1024": "small values: an epsilon or an absolute threshold that swamps them, or an underflow "
-                      "(scale before squaring?)",
-    "offset": "a common offset: cancellation, as in a variance taken as E[x^2] - E[x]^2 (subtract the mean "
-                    "first, or use Welford's update)",
-    "outliers": "a few large elements: a max or absmax taken over part of the row, a clamp, or a block that "
-                "misses them",
-}
+
+
+def _with_outliers(x: torch.Tensor, position: int) -> torch.Tensor:
+    count = max(1, x.numel() // OUTLIER_EVERY)
+    where = torch.randperm(x.numel(), generator=seeded_generator(position, x.shape))[:count].to(x.device)
+    flat = x.clone().reshape(-1)
+    flat[where] = flat[where] * OUTLIER_FACTOR
+    return flat.reshape(x.shape)
+
+
+@dataclass(frozen=True)
+class Stress:
+    """One value stress: what it does to every floating-point input (said in a failure's note), what a failure
+    under it usually means, and the change itself (tensor, its position among the inputs) -> tensor."""
+
+    name: str
+    does: str
+    hint: str
+    apply: Callable[[torch.Tensor, int], torch.Tensor]
+
+
+BY_NAME = {s.name: s for s in (
+    Stress("values x64", "times 64",
+           "large values: an exp that overflows (subtract the row max first?), or squares past the dtype's range "
+           "(accumulate in float32?)",
+           lambda x, position: x * 64.0),
+    Stress("values x1/1024", "times 1/1024",
+           "small values: an epsilon or an absolute threshold that swamps them, or an underflow (scale before "
+           "squaring?)",
+           lambda x, position: x * (1.0 / 1024.0)),
+    Stress("offset", "plus 1000 (64 in float16, 16 in bfloat16)",
+           "a common offset: cancellation, as in a variance taken as E[x^2] - E[x]^2 (subtract the mean first, or "
+           "use Welford's update)",
+           lambda x, position: x + OFFSETS.get(x.dtype, DEFAULT_OFFSET)),
+    Stress("outliers", f"with one element in {OUTLIER_EVERY} times {OUTLIER_FACTOR:g}",
+           "a few large elements: a max or absmax taken over part of the row, a clamp, or a block that misses them",
+           _with_outliers),
+)}
+STRESSES = tuple(BY_NAME)
 
 
 def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int, interpret: bool = False) -> list[Case]:
@@ -101,26 +128,9 @@ def stressed(inputs: list[Any], stress: str, names: list[str], only: bool | list
             out.append(x)
             continue
         with torch.no_grad():
-            changed = _apply(x.detach(), stress, i)
+            changed = BY_NAME[stress].apply(x.detach(), i)
         out.append(changed.requires_grad_(x.requires_grad) if x.requires_grad else changed)
     return out
-
-
-def _apply(x: torch.Tensor, stress: str, position: int) -> torch.Tensor:
-    if stress == "values x64":
-        return x * 64.0
-    if stress == "values x1/1024":
-        return x * (1.0 / 1024.0)
-    if stress == "offset":
-        return x + OFFSETS.get(x.dtype, DEFAULT_OFFSET)
-    if stress == "outliers":
-        generator = torch.Generator().manual_seed(zlib.crc32(f"{position}:{tuple(x.shape)}".encode()))
-        count = max(1, x.numel() // OUTLIER_EVERY)
-        where = torch.randperm(x.numel(), generator=generator)[:count].to(x.device)
-        flat = x.clone().reshape(-1)
-        flat[where] = flat[where] * OUTLIER_FACTOR
-        return flat.reshape(x.shape)
-    raise ValueError(f"unknown value stress {stress!r}")
 
 
 OVERFLOW_HINT = ("an overflow: an exp of large values (subtract the row max first?), or squares or sums past the "
@@ -130,11 +140,5 @@ OVERFLOW_HINT = ("an overflow: an exp of large values (subtract the row max firs
 def stress_note(stress: str, overflow: bool) -> str:
     """What a failure under `stress` usually means; `overflow`: the failure is NaN or infinity where the
     reference has numbers."""
-    return (f"value stress [{stress}]: every floating-point input {describe(stress)}; where the case passes "
-            f"without it, this usually means {OVERFLOW_HINT if overflow else HINTS[stress]}")
-
-
-def describe(stress: str) -> str:
-    return {"values x64": "times 64", "values x1/1024": "times 1/1024",
-            "offset": "plus 1000 (64 in float16, 16 in bfloat16)",
-            "outliers": f"with one element in {OUTLIER_EVERY} times {OUTLIER_FACTOR:g}"}[stress]
+    return (f"value stress [{stress}]: every floating-point input {BY_NAME[stress].does}; where the case passes "
+            f"without it, this usually means {OVERFLOW_HINT if overflow else BY_NAME[stress].hint}")
