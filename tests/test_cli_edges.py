@@ -421,3 +421,8 @@ def test_the_cases_left_to_the_benchmark_are_said_where_the_numbers_jump(cli, ma
     code, out, err = cli("verify", make_project(source, toml="[verify]\ngenerated_cases = false\n"))
     assert code == 0, out + err
     assert 'case 2: for the benchmark only (purpose "bench"), not verified' in out, out
+
+
+def test_a_project_refused_before_running_does_not_say_its_worker_failed(cli, make_project):
+    code, out, _ = cli("verify", make_project(kernels.GOOD, toml="[verfiy]\n"))
+    assert code == 2 and "not run: the project could not be used (below)" in out and "worker did not start" not in out

@@ -51,7 +51,10 @@ def relpath(path: str) -> str:
 def mode_line(outcome: RunOutcome) -> str:
     ready = outcome.ready
     if ready is None:
-        return "worker did not start"
+        # a project refused before any worker was asked for (a bad workbench.toml, an unreadable kernel.py) is
+        # not a worker that failed to start
+        refused = any(p.kind in ("config", "import") for p in outcome.of_type(Problem))
+        return "not run: the project could not be used (below)" if refused else "worker did not start"
     if ready.mode == "interpreter":
         return (f"CPU — Triton interpreter ({ready.reason}); results are correctness only, never timings "
                 f"| torch {ready.torch_version}, triton {ready.triton_version}")
