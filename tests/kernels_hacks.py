@@ -43,6 +43,23 @@ _write_into(torch._C._CUDAGraph, "replay", lambda self: None)
 
 KEEPS_BY_POINTER = source(launcher=kernels.KEEPS_BY_POINTER_LAUNCHER)
 
+# Right on the case's own inputs, where the call checked before timing and the recheck after it are made, and
+# wrong on the copies the timed calls rotate through (the next element's value: one launch, as always).
+RIGHT_ONLY_ON_ITS_OWN_INPUTS = source(launcher='''
+_checked_on = []
+
+
+def scale(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n >= (1 << 24):
+        _checked_on[:] = _checked_on or [x.data_ptr()]
+        if x.data_ptr() != _checked_on[0]:
+            x, n = x[1:], n - 1
+    scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    return out
+''')
+
 # -- another stream --------------------------------------------------------------------------------------
 
 SIDE = '''
@@ -183,8 +200,7 @@ def scale(x):
     return torch.mul(x, 2)
 ''')
 
-# A copy in place of a clamp: right on N(0, 1) inputs, where clamp(-4, 4) changes almost nothing. Caught only
-# because the 16M-element benchmark case draws about a thousand values past 4: verification does not vary the
-# inputs' values (scaled, shifted, outliers), so a clamp to 6 would pass.
+# A copy in place of a clamp: right on N(0, 1) inputs, where clamp(-4, 4) changes almost nothing. Caught by the
+# value-stress cases (inputs x64, outliers) and by the 16M-element benchmark case's values past 4.
 IDENTITY_ON_NORMAL = source(contract=BIG.replace("return x * 2", "return x.clamp(-4.0, 4.0)"),
                             launcher=kernels.LAUNCHER).replace("y = x * 2.0", "y = x")

@@ -6,10 +6,11 @@ import threading
 import weakref
 from types import SimpleNamespace
 
-from test_timing_honesty import bench_case, cpu_streams
+import torch
+from test_timing_honesty import FakeChecker, bench_case, cpu_streams, launcher
 
 from workbench.core.timing import escapes
-from workbench.core.timing.escapes import Seen, TimedCalls
+from workbench.core.timing.escapes import CallSample, Seen, TimedCalls
 from workbench.core.timing.plausible import escape_refusals, headline, withholds
 from workbench.core.verify.launches import LaunchCounter
 
@@ -114,3 +115,83 @@ def test_a_case_whose_work_is_launched_after_it_returns_posts_no_time(monkeypatc
     result = bench_case(monkeypatch, deferred)
     assert result.kernel is None
     assert result.withheld == "Triton kernels launched while no call of kernel_fn was in progress", result.withheld
+
+
+def test_a_call_sample_keeps_each_call_equally_likely_in_bounded_room():
+    sample = CallSample(size=3)
+    for i in range(10):
+        sample.offer(f"out {i + 1}")
+    kept = sample.take()
+    assert len(kept) == 3 and sample.kept == [] and sample.offered == 10
+    assert [n for n, _ in kept] == sorted(n for n, _ in kept) and all(out == f"out {n}" for n, out in kept)
+    # uniform over the calls however many come: 4000 draws of 2 from 10, each call kept ~800 times (sd ~25)
+    counts = [0] * 10
+    for _ in range(4000):
+        draw = CallSample(size=2)
+        for i in range(10):
+            draw.offer(i)
+        for _, i in draw.take():
+            counts[i] += 1
+    assert all(650 < c < 950 for c in counts), counts
+    few = CallSample(size=5)
+    few.offer("only")
+    assert few.take() == [(1, "only")]
+
+
+def test_a_call_sample_fits_its_memory():
+    assert CallSample.for_outputs(1 << 20, None).size == escapes.SAMPLED_CALLS_MOST
+    assert CallSample.for_outputs(256 << 20, None).size == 4  # 1 GiB of outputs at most
+    assert CallSample.for_outputs(256 << 20, 4 << 30).size == 2  # an eighth of what is free
+    assert CallSample.for_outputs(8 << 30, 80 << 30).size == 1  # one call, however big
+
+
+def test_only_the_watched_calls_outside_a_capture_are_offered(monkeypatch):
+    cpu_streams(monkeypatch)
+    sample = CallSample(size=100)
+    calls = TimedCalls(lambda: "out", sample=sample)
+    calls()  # before the timing: not a timed call
+    with calls.watching():
+        calls()
+        monkeypatch.setattr(escapes.cuda, "capturing", lambda: True)
+        calls()  # captured into a graph: its outputs are rewritten by every replay
+        monkeypatch.setattr(escapes.cuda, "capturing", lambda: False)
+        calls()
+    assert sample.offered == 2
+
+
+class ComparingChecker(FakeChecker):
+    """FakeChecker with a real comparison: the recheck of a sampled call sees a wrong output."""
+
+    def compare_here(self, case, out, ref):
+        from workbench.core.events import CaseResult
+
+        if all(torch.equal(a, b) for a, b in zip(out.tensors, ref.outputs.tensors)):
+            return self.passed(case)
+        return CaseResult(case_index=case.index, label=case.label, status="failed", messages=["values differ"])
+
+    def check(self, case, out, ref, notes, messages=None, phase=""):
+        from workbench.core.events import CaseResult
+
+        self.failed = CaseResult(case_index=case.index, label=case.label, status="failed", messages=messages,
+                                 phase=phase)
+        return self.failed
+
+
+def test_a_kernel_right_only_on_the_inputs_it_was_checked_on_posts_no_time(monkeypatch):
+    """Right on the call checked before timing and on the recheck after it (both on the case's own inputs),
+    wrong on the copies the timed calls rotate through: caught on the sampled timed calls."""
+    seen = []
+
+    def kernel_fn(x):
+        LaunchCounter.count += 1
+        seen.append(x.data_ptr()) if not seen else None
+        return x * 2 if x.data_ptr() == seen[0] else x * 3
+
+    result = bench_case(monkeypatch, kernel_fn, checker=ComparingChecker)
+    assert result.kernel is None and result.gbps is None
+    assert result.recheck.startswith("failed: timed call ") and "chosen at random" in result.recheck
+    assert result.sampled_calls_checked == escapes.SAMPLED_CALLS_MOST
+    assert "the kernel's time is not posted: its output was wrong on a timed call" in result.notes
+    honest = bench_case(monkeypatch, launcher(LaunchCounter, "none"), checker=ComparingChecker)
+    assert honest.recheck == "passed" and honest.kernel is not None
+    assert honest.sampled_calls_checked == escapes.SAMPLED_CALLS_MOST

@@ -82,6 +82,7 @@ def test_work_deferred_to_a_thread_posts_no_time(bench):
     ("LIBRARY_CALL", ""),
     ("LIBRARY_CALL_ONLY", "no Triton kernel launched"),
     ("IDENTITY_ON_NORMAL", ""),
+    ("RIGHT_ONLY_ON_ITS_OWN_INPUTS", "chosen at random"),
 ])
 def test_a_hack_that_is_wrong_fails_verification_and_is_never_timed(bench, name, failure):
     code, record, row = bench(getattr(hacks, name), name.lower())

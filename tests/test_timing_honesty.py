@@ -430,12 +430,13 @@ def cpu_streams(monkeypatch, stream=7):
 
     monkeypatch.setattr(escapes.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(escapes.cuda, "raw_current_stream", lambda: stream)
+    monkeypatch.setattr(escapes.cuda, "capturing", lambda: False)
     monkeypatch.setattr(escapes.l2persist, "reset", lambda: "")
     monkeypatch.setattr(escapes.l2persist, "set_aside_bytes", lambda: 0)
     monkeypatch.setattr(escapes.TimedCalls, "probe", lambda self: None)
 
 
-def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
+def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None, checker=None):
     """One case through CaseBencher._run: `measure` calls the timed fn 300 times and says `median_ms`."""
     from workbench.core.events import DeviceFacts
     from workbench.core.project.config import BenchConfig
@@ -463,7 +464,7 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None):
     bencher.emit = events.append
     bencher.facts = DeviceFacts(name="a GPU", copy_gbps=3000.0, matmul_tflops=750.0)
     bencher.flusher = bencher.watch = None
-    bencher.checker = FakeChecker(bencher.km)
+    bencher.checker = (checker or FakeChecker)(bencher.km)
     bencher.autotuners, bencher.wait_for_gpu = {}, lambda: None
     bencher._run(Case(index=3, params={"n": 1 << 16}, purpose="bench"), None)
     (result,) = [e for e in events if isinstance(e, BenchResult)]

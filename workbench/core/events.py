@@ -236,6 +236,7 @@ class BenchResult(Event):
     speedup_vs_reference: float | None = None
     speedup_vs_compiled: float | None = None
     recheck: str = ""  # "passed" or what failed when the output was re-checked after timing
+    sampled_calls_checked: int = 0  # timed calls, chosen at random, whose outputs the recheck compared too
     notes: list[str] = field(default_factory=list)
     sm_clock_mhz: int | None = None  # read right after the kernel's timed series (boost clocks, or not)
     temperature_c: int | None = None

@@ -69,7 +69,7 @@ from .modes import ModeError, TimedMode, takes_mode, timed_mode
 from .compiled import capture, gather
 from .compilewatch import CompileWatch, jit_functions
 from .device import device_uuid, gather_facts, gpu_state, load_or_measure
-from .escapes import TimedCalls
+from .escapes import CallSample, TimedCalls
 from .plausible import (
     affordable_sets,
     escape_refusals,
@@ -97,6 +97,7 @@ from .stats import (
     lower_bound_bytes,
     rate_per_s,
     speedup,
+    tensor_bytes,
     without_samples,
 )
 from .timers import L2Flusher, measure
@@ -402,11 +403,13 @@ class CaseBencher:
             result.mode = mode.mode
             result.notes.append(mode_note(mode))
         self._amounts(result, inputs, first)
+        # An in-place kernel's timed calls change their own inputs: only the recheck, on restored inputs, can say.
+        sample = None if self.inplace else CallSample.for_outputs(tensor_bytes(first.tensors), free_device_bytes())
         del first
         phases.done("sample for the judge")
         try:
             rotation = self._rotation(result, inputs, originals, first_launches)
-            timed_calls = TimedCalls(rotation, lambda: rotation.fn(*rotation.sets[0]))
+            timed_calls = TimedCalls(rotation, lambda: rotation.fn(*rotation.sets[0]), sample)
             timed_calls.probe()
             phases.done("input copies, a counted call on each, a probe of its streams")
             launched_before = LaunchCounter.count
@@ -428,7 +431,7 @@ class CaseBencher:
         result.timed_launches_per_call = round(per_call, 4) if per_call is not None else None
         state = gpu_state(device_uuid())
         result.sm_clock_mhz, result.temperature_c = state.sm_clock_mhz, state.temperature_c
-        self._recheck(result, case, inputs, originals, ref)
+        self._recheck(result, case, inputs, originals, ref, sample.take() if sample else [], calls)
         phases.done("recheck after timing")
         if result.recheck == "passed":
             for why in [launch_refusal(launched, calls, result.checked_launches)] + escape_refusals(seen):
@@ -482,8 +485,21 @@ class CaseBencher:
         return Rotation(self.km.kernel_fn, [inputs] + copies)
 
     def _recheck(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
-                 ref: Reference) -> None:
-        """The output after the timed calls must still be right, or the time is not posted."""
+                 ref: Reference, sampled: list[tuple[int, Any]], calls: int) -> None:
+        """The outputs of a random sample of the timed calls (escapes.CallSample), and the output of one more
+        call after them, must be right, or the time is not posted."""
+        result.sampled_calls_checked = len(sampled)
+        while sampled:
+            number, raw = sampled.pop(0)
+            here = self.checker.compare_here(case, flatten_outputs(raw), ref)
+            if here.status != "passed":
+                said = f"timed call {number:,} of {calls:,} (one of {result.sampled_calls_checked} chosen at random)"
+                failure = self.checker.check(case, flatten_outputs(raw), ref, [],
+                                             [f"{said}: {m}" for m in here.messages], phase="after timing")
+                del raw, sampled[:]
+                self._not_posted(result, failure, "its output was wrong on a timed call")
+                return
+            del raw
         if originals is not None:
             restore_inputs(inputs, originals)  # an in-place kernel changed them on every timed call
         samples = result.kernel.samples if result.kernel else 0
@@ -501,8 +517,12 @@ class CaseBencher:
             failure = self.checker.check(case, out, ref, [], [f"after {samples} timed calls: {m}" for m in here.messages],
                                          phase="after timing")
             del out
+        self._not_posted(result, failure, "its output was wrong after the timed calls")
+
+    @staticmethod
+    def _not_posted(result: BenchResult, failure: CaseResult, why: str) -> None:
         result.recheck = "failed: " + (failure.messages[0] if failure.messages else failure.status)
-        result.notes.append("the kernel's time is not posted: its output was wrong after the timed calls")
+        result.notes.append(f"the kernel's time is not posted: {why}")
         result.kernel = None
 
     def _time_baselines(self, result: BenchResult, case: Case, inputs: list[Any],

@@ -19,6 +19,11 @@ all. `TimedCalls` watches the kernel's timed calls for each:
 - Python threads a timed call started and left running;
 - L2 set aside for persisting accesses (l2persist.py): reset before the calls, read after them.
 
+It also keeps the outputs of a random sample of the timed calls (`CallSample`), which the benchmark
+compares with the reference after timing: a kernel right on its first call and wrong on some later ones
+(a counter, a cache, a race between calls) is caught on the calls that were timed, not only on the call
+checked before timing and the one after.
+
 What it does not see: work other than Triton launches (torch or library calls) on another stream or thread;
 launches Triton's hooks are not called for (a Triton without the launch-hook chain, a kernel launched
 through the CUDA driver by hand). Each finding withholds the time (plausible.escape_refusals says why).
@@ -26,6 +31,7 @@ through the CUDA driver by hand). Each finding withholds the time (plausible.esc
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +42,40 @@ from . import l2persist
 from . import primitives as cuda
 
 PROBE_SPIN_MS = 2.0  # each spin of the probe: missing forks and joins are off by this much on the GPU
+SAMPLED_CALLS_MOST = 32  # timed calls whose outputs are kept for the check after timing ...
+SAMPLED_BYTES_MOST = 1 << 30  # ... within this much device memory (and an eighth of what is free)
+_urandom, _int_from_bytes = os.urandom, int.from_bytes  # bound before kernel.py is imported
+
+
+class CallSample:
+    """The outputs of a uniform random sample of the calls offered (reservoir sampling): at most `size` are
+    held at once, and every call is as likely as any other to be among them however many calls there are.
+    The draws come from os.urandom, bound at import: the kernel cannot tell which of its calls are kept."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.offered = 0
+        self.kept: list[tuple[int, Any]] = []  # (the call's number, counted from 1; its outputs)
+
+    @classmethod
+    def for_outputs(cls, output_bytes: int, free_bytes: int | None) -> "CallSample":
+        """As many calls as fit SAMPLED_BYTES_MOST (and an eighth of `free_bytes`), between 1 and SAMPLED_CALLS_MOST."""
+        budget = min(SAMPLED_BYTES_MOST, free_bytes // 8) if free_bytes else SAMPLED_BYTES_MOST
+        return cls(max(1, min(SAMPLED_CALLS_MOST, budget // max(1, output_bytes))))
+
+    def offer(self, outputs: Any) -> None:
+        self.offered += 1
+        if len(self.kept) < self.size:
+            self.kept.append((self.offered, outputs))
+            return
+        slot = _int_from_bytes(_urandom(8), "little") % self.offered
+        if slot < self.size:
+            self.kept[slot] = (self.offered, outputs)
+
+    def take(self) -> list[tuple[int, Any]]:
+        """The kept calls in the order they ran; the sample lets go of them."""
+        kept, self.kept = sorted(self.kept, key=lambda pair: pair[0]), []
+        return kept
 
 
 @dataclass
@@ -97,9 +137,11 @@ def _stream_of(metadata: Any) -> int:
 class TimedCalls:
     """kernel_fn's timed calls (`fn`: one call on the next input set), watched for work outside the timed stream."""
 
-    def __init__(self, fn: Callable[[], Any], probe_fn: Callable[[], Any] | None = None):
+    def __init__(self, fn: Callable[[], Any], probe_fn: Callable[[], Any] | None = None,
+                 sample: CallSample | None = None):
         self.fn = fn
         self.probe_fn = probe_fn or fn
+        self.sample = sample  # offered the outputs of each call made while watching, outside a graph's capture
         self.seen = Seen()
         self.hooked = _Hooks.install()
         self._thread = threading.get_ident()
@@ -113,9 +155,12 @@ class TimedCalls:
         self._timed_stream = cuda.raw_current_stream()
         self._inside += 1
         try:
-            return self.fn()
+            out = self.fn()
         finally:
             self._inside -= 1
+        if self.sample is not None and _Hooks.active is self and not cuda.capturing():
+            self.sample.offer(out)  # (a graph's outputs are rewritten by each replay: the recheck reads the last)
+        return out
 
     def _launch(self, stream: int, entering: bool) -> None:
         if self._probing is not None:

@@ -36,6 +36,7 @@ CUDAGraph = torch.cuda.CUDAGraph
 replay = _c_method(_GraphBase, "replay", torch.cuda.CUDAGraph.replay)  # replay(graph)
 graph = torch.cuda.graph
 sleep = torch.cuda._sleep
+capturing = torch.cuda.is_current_stream_capturing
 
 
 def record(event: Any, stream: Any = None) -> None:
