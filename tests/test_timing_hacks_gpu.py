@@ -82,13 +82,20 @@ def test_work_deferred_to_a_thread_posts_no_time(bench):
     ("LIBRARY_CALL", ""),
     ("LIBRARY_CALL_ONLY", "no Triton kernel launched"),
     ("IDENTITY_ON_NORMAL", ""),
-    ("RIGHT_ONLY_ON_ITS_OWN_INPUTS", "chosen at random"),
 ])
 def test_a_hack_that_is_wrong_fails_verification_and_is_never_timed(bench, name, failure):
     code, record, row = bench(getattr(hacks, name), name.lower())
     assert code != 0, record
     not_posted(record, row)
     assert failure in json.dumps(record)
+
+
+def test_a_kernel_right_only_on_the_inputs_it_was_checked_on_is_caught_on_its_timed_calls(bench):
+    code, record, row = bench(hacks.RIGHT_ONLY_ON_ITS_OWN_INPUTS, "right_only")
+    failing = [(c["label"], c.get("phase"), c["messages"][:2]) for c in record["cases"] if c["status"] != "passed"]
+    assert code == 1 and row is not None, (failing, record["_said"])
+    not_posted(record, row)
+    assert "chosen at random" in row["recheck"], (row["recheck"], failing)
 
 
 @pytest.mark.parametrize("name", ["TIMER_PATCHED_PYTHON", "TIMER_PATCHED_C"])

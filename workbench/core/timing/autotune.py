@@ -11,7 +11,8 @@ Two sources, by Triton version:
 
 Both give a failed config as an infinite time without the reason; wrapping the
 tuner's `_bench` and `do_bench` while recording catches the exception that made it
-infinite, so a config is reported as "out of resources" or "failed to compile".
+infinite, so a config is reported as "out of resources" or "failed to compile". A tuner that keeps
+Triton's default timer times with the same one on primitives bound before kernel.py (tuner_timer.py).
 Runs in the worker; needs triton, not a GPU.
 
 While verifying, the tuners time with a few runs instead: verification judges every config
@@ -138,6 +139,10 @@ class AutotuneRecorder:
         original_bench = tuner._bench
         had_do_bench = "do_bench" in tuner.__dict__
         original_do_bench = tuner.do_bench
+        from . import tuner_timer
+
+        # Triton's default timer reads torch.cuda.Event as kernel.py left it: the bound one instead (tuner_timer.py)
+        timer = tuner_timer.do_bench if getattr(tuner, "_do_bench", False) is None else original_do_bench
 
         def bench(*args: Any, config: Any, **meta: Any) -> Any:
             current[0] = config
@@ -145,7 +150,7 @@ class AutotuneRecorder:
 
         def do_bench(kernel_call: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                return original_do_bench(kernel_call, *args, **kwargs)
+                return timer(kernel_call, *args, **kwargs)
             except Exception as exc:  # the tuner turns some of these into an infinite time
                 if current[0] is not None:
                     failures[describe_config(current[0])] = classify_failure(exc)

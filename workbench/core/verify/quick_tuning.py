@@ -19,17 +19,17 @@ VERIFY_TIMED_RUNS = 3
 
 
 def _few_runs(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
-    import torch
+    from ..timing import primitives as cuda  # bound before kernel.py: it may rebind torch.cuda.Event's methods
 
     kernel_call()  # untimed: the first run may compile or load the config
     times = []
     for _ in range(VERIFY_TIMED_RUNS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        cuda.record(start)
         kernel_call()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+        cuda.record(end)
+        cuda.synchronize()
+        times.append(cuda.elapsed_time(start, end))
     median = statistics.median(times)
     return median if quantiles is None else [median, min(times), max(times)][:len(quantiles)]
 
