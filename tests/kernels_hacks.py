@@ -43,19 +43,23 @@ _write_into(torch._C._CUDAGraph, "replay", lambda self: None)
 
 KEEPS_BY_POINTER = source(launcher=kernels.KEEPS_BY_POINTER_LAUNCHER)
 
-# Right on the case's own inputs, where the call checked before timing and the recheck after it are made, and
-# wrong on the copies the timed calls rotate through (the next element's value: one launch, as always).
-RIGHT_ONLY_ON_ITS_OWN_INPUTS = source(launcher='''
-_checked_on = []
+# Wrong when called again within a millisecond of its last call (as a kernel sharing a workspace between calls
+# without waiting for the last one might be), right when called on its own: right on the call checked before
+# timing and on the recheck after it, wrong on timed calls made back to back (the next element's value).
+RIGHT_ONLY_WHEN_NOT_HURRIED = source(launcher='''
+import time
+
+_last_call = [0.0]
 
 
 def scale(x):
     out = torch.empty_like(x)
     n = x.numel()
-    if n >= (1 << 24):
-        _checked_on[:] = _checked_on or [x.data_ptr()]
-        if x.data_ptr() != _checked_on[0]:
-            x, n = x[1:], n - 1
+    now = time.perf_counter()
+    hurried = n >= (1 << 24) and now - _last_call[0] < 1e-3
+    _last_call[0] = now
+    if hurried:
+        x, n = x[1:], n - 1
     scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
     return out
 ''')

@@ -419,7 +419,7 @@ class CaseBencher:
         phases.done("sample for the judge")
         try:
             rotation = self._rotation(result, inputs, originals, first_launches)
-            timed_calls = TimedCalls(rotation, lambda: rotation.fn(*rotation.sets[0]), sample)
+            timed_calls = TimedCalls(rotation, rotation.uncounted, sample)
             timed_calls.probe()
             phases.done("input copies, a counted call on each, a probe of its streams")
             launched_before = LaunchCounter.count
