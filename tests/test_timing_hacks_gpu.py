@@ -95,7 +95,10 @@ def test_a_kernel_wrong_only_on_calls_made_back_to_back_is_caught_on_its_timed_c
     failing = [(c["label"], c.get("phase"), c["messages"][:2]) for c in record["cases"] if c["status"] != "passed"]
     assert code == 1 and row is not None, (failing, record["_said"])
     not_posted(record, row)
-    assert "chosen at random" in row["recheck"], (row["recheck"], failing)
+    # caught on a sampled timed call ("timed call 7 of 412 (one of 32 chosen at random)"), or, when the call
+    # after the timing came back to back too, by that one ("after 50 timed calls"): tests/test_timing_escapes.py
+    # shows the sample alone catching it
+    assert "timed call" in row["recheck"], (row["recheck"], failing)
 
 
 @pytest.mark.parametrize("name", ["TIMER_PATCHED_PYTHON", "TIMER_PATCHED_C"])
