@@ -53,7 +53,7 @@ def test_an_output_computed_from_a_16_bit_intermediate_is_held_to_torchs_own_err
 
 @pytest.mark.slow
 def test_a_wrong_kernel_still_fails_with_the_budget_it_broke(cli, make_project):
-    code, out, err = cli("verify", make_project(lib.FUSED_ADD_RMSNORM_WRONG, name="wrong"))
+    code, out, err = cli("verify", make_project(lib.FUSED_ADD_RMSNORM_WRONG, name="wrong"), "-v")
     assert code == 1
     assert "output[2]:" in out and "outside rtol=1e-05 atol=1e-05 (the float32 floor)" in out
     assert "past 2x torch's own float32 error" in out  # the budget it was held to, in the failure

@@ -31,6 +31,7 @@ from .bench import (  # noqa: F401
     kinds_table,
     timing_change,
 )
+from . import grouping
 from .tables import gpus_used, text_table  # noqa: F401 - text_table: the commands' too
 
 STATUS_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "skip"}
@@ -77,14 +78,13 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         header = ("case", "inputs", "dtype", "config", "status", "max abs", "max rel", "rel norm", "launches") + \
             (("gpu",) if on_gpus else ())
         table = [header]
-        for r in rows:
-            if r.config and r.status == "passed" and not verbose:
-                continue  # every forced config that passed is summarised below
+        listed, left_out = grouping.table_rows(rows, verbose)
+        for r in listed:
             table.append((str(r.case_index), r.label, r.dtype or MISSING, _short_config(r.config, r.phase),
                           STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
                           fmt_err(r.rel_norm_err), MISSING if r.launches is None else str(r.launches))
                          + ((r.gpu or MISSING,) if on_gpus else ()))
-        lines += text_table(table)
+        lines += text_table(table) + ([left_out] if left_out else [])
         forced = [r for r in rows if r.config]
         if forced:
             ok = sum(r.status == "passed" for r in forced)
@@ -105,7 +105,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         if r.warnings and not r.config:  # the case proves little: said in the verdict, not only in JSON
             lines += [f"  WARNING, case {r.case_index} ({r.label}): {w}" for w in r.warnings]
         if r.status in ("failed", "error"):
-            lines += ["", *failure_details(r)]
+            continue  # below, grouped with those that fail alike
         elif r.notes and r.config and r.status == "skipped" and not verbose:
             skipped_configs.setdefault((r.config, "; ".join(r.notes)), []).append(r.case_index)
         elif r.notes and (verbose or r.status == "skipped"):
@@ -114,6 +114,12 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             lines.append(f"  note, case {r.case_index}: " + "; ".join(r.notes))
     for (config, notes), indices in skipped_configs.items():
         lines.append(f"  note, {config}, case{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))}: {notes}")
+    for group in grouping.fold(rows, verbose):
+        for failure in group.shown(verbose):
+            lines += ["", *failure_details(failure.result, failure.title_suffix())]
+        rest = group.rest_line(verbose)
+        if rest:
+            lines += ["", rest]
     lines += compatibility_lines(outcome, verbose)
     lines += requeued_lines(outcome)
     for p in problems(outcome):
@@ -186,13 +192,13 @@ def _short_config(config: str, phase: str = "") -> str:
     return config if len(config) <= 48 else config[:45] + "..."
 
 
-def failure_details(r: CaseResult) -> list[str]:
+def failure_details(r: CaseResult, suffix: str = "") -> list[str]:
     title = f"  {STATUS_MARK[r.status]} case {r.case_index} ({r.label})"
     if r.config:
         title += f" with {r.config}"
     if r.phase:
         title += f", {r.phase}"
-    out = [title]
+    out = [title + suffix]
     out += [f"    - {m}" for m in r.messages]
     if r.worst is not None:
         where = ", ".join(str(i) for i in r.worst.index)
