@@ -121,14 +121,34 @@ async def test_a_save_in_flight_marks_the_screen_stale(project):
 
 async def test_too_small_terminal_says_so(project):
     app = app_for(project)
-    async with app.run_test(size=(70, 20)) as pilot:
+    async with app.run_test(size=(56, 14)) as pilot:
         await pilot.pause()
         message = text_of(app.query_one("#too-small"))
-        assert "70×20" in message and "at least 100×28" in message
+        assert "56×14" in message and "at least 60×16" in message
         assert not app.query_one("#main").display or app.screen.has_class("-too-small")
         await pilot.resize_terminal(160, 45)
         await pilot.pause()
         assert not app.screen.has_class("-too-small")
+
+
+async def test_80x24_shows_the_verdict_the_cases_and_the_failure_with_the_tabs_one_key_away(project):
+    app = app_for(project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay(app, pilot, case_events(failing=True))
+        assert app.screen.has_class("-compact") and not app.screen.has_class("-too-small")
+        upper, tabs = app.query_one("#upper"), app.query_one("#tabs")
+        assert upper.region.height >= 15 and tabs.region.height == 0  # the cases fill the screen
+        assert app.query_one("#cases").region.width == 80 and app.query_one("#detail").region.width == 80
+        assert "FAIL" in text_of(app.query_one("#status"))
+        await pilot.press("4")  # the log: in place of the cases
+        await pilot.pause()
+        assert tabs.region.height >= 15 and upper.region.height == 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert upper.region.height >= 15 and tabs.region.height == 0
+        await pilot.resize_terminal(160, 45)
+        await pilot.pause()
+        assert not app.screen.has_class("-compact") and tabs.region.height > 0 and upper.region.height > 0
 
 
 async def test_footer_keys_and_command_palette_list_the_actions(project):
@@ -264,7 +284,15 @@ def test_snapshot_autotune_tab(snap_compare, project):
 
 @needs_snapshots
 def test_snapshot_too_small(snap_compare, project):
-    assert snap_compare(app_for(project), terminal_size=(80, 20))
+    assert snap_compare(app_for(project), terminal_size=(56, 14))
+
+
+@needs_snapshots
+def test_snapshot_failing_case_at_80x24(snap_compare, project):
+    async def before(pilot):
+        await replay(pilot.app, pilot, case_events(failing=True))
+
+    assert snap_compare(app_for(project), terminal_size=(80, 24), run_before=before)
 
 
 def test_case_detail_says_which_gpu_ran_the_case_and_how_many_launches():

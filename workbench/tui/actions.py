@@ -45,8 +45,13 @@ class Actions:
         tabs = self.query_one(TabbedContent)
         if tabs.query(f"#tab-{tab}"):
             tabs.active = f"tab-{tab}"
+            self.screen.add_class("-show-tabs")  # the compact layout shows the tabs in place of the cases
             if tab == "ir":  # its keys (s, c, d) are the panel's own
                 self.query_one("#ir").focus()
+
+    def action_show_cases(self) -> None:
+        """The compact layout's way back from a tab to the cases and their detail."""
+        self.screen.remove_class("-show-tabs")
 
     def action_edit(self) -> None:
         run = self.session.current

@@ -53,7 +53,10 @@ from .widgets.log import LogPanel
 from .widgets.profile import ProfilePanel
 from .widgets.status import StatusBar
 
-MIN_WIDTH, MIN_HEIGHT = 100, 28
+MIN_WIDTH, MIN_HEIGHT = 60, 16  # below this, the screen says how big it must be
+# Below this (80x24 is the common default terminal and editor split), the compact layout: the cases and the case
+# detail (verdict, the failure) fill the screen, and the tabs are one key away (1-7; Escape comes back).
+COMPACT_WIDTH, COMPACT_HEIGHT = 100, 28
 TABS = ("bench", "autotune", "changes", "log", "history", "profile", "ir")
 # Events that mean the new run has something of its own to show (until then the old results stay, stale).
 QUIET_EVENTS = (WorkerReady, LogLine, StageChanged)
@@ -94,6 +97,7 @@ class WorkbenchApp(Actions, App):
         Binding("t", "pin", "pin config"),
         Binding("q", "quit", "quit"),
         *(Binding(str(n), f"show_tab('{tab}')", tab, show=False) for n, tab in enumerate(TABS, 1)),
+        Binding("escape", "show_cases", "cases", show=False),
     ]
 
     def __init__(self, project: Project, pm: Any = None, interpret: bool = False, bench: bool = True,
@@ -189,6 +193,10 @@ class WorkbenchApp(Actions, App):
         small = width < MIN_WIDTH or height < MIN_HEIGHT
         self.screen.set_class(small, "-too-small")
         self.screen.set_class(width < NARROW_WIDTH, "-narrow")
+        compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+        self.screen.set_class(compact, "-compact")
+        if not compact:
+            self.screen.remove_class("-show-tabs")
         if small:
             self.query_one("#too-small", Static).update(
                 f"The terminal is {width}×{height}; Kernel Workbench needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\n\n"
