@@ -304,3 +304,29 @@ async def test_without_a_gpu_the_ir_tab_compiles_for_sm_90_on_asking(tmp_path):
         assert "compiling for sm_90 failed: kernel.py:12: a bad tl.arange" in text_of(panel.query_one("#ir-head"))
         app._show_compiled(-1, [compiled_event(tmp_path, "v1", 0, ["BLOCK=128"], 14)], [], "sm_90")
         assert [k.config for k in panel.kernels] == ["BLOCK=128"]
+
+
+def test_a_cache_hinted_load_is_on_its_own_line_not_where_the_inline_asm_counts_to():
+    """hinted_gelu.ptx: the gelu scaffold for sm_90 (Triton 3.9), whose eviction-hinted load and store Triton
+    writes as inline asm, the PTX giving each line of an asm block a `.loc` counting on from the block's."""
+    ptx = (FIXTURES / "hinted_gelu.ptx").read_text()
+    source = (REPO / "scaffolds" / "gelu" / "kernel.py").read_text().splitlines()
+    by_label = {}
+    for label, line in annotated("ptx", ptx, "kernel.py"):
+        by_label.setdefault(label, []).append(line)
+    loads = [label for label, lines in by_label.items() if any("ld.global" in ln for ln in lines)]
+    assert [source[int(label) - 1].strip()[:10] for label in loads] == ["x = tl.loa"]
+    assert all(not source[int(label) - 1].strip().startswith("#") for label in by_label if label)
+    stores = [label for label, lines in by_label.items() if any("st.global" in ln for ln in lines)]
+    assert [source[int(label) - 1].strip()[:8] for label in stores] == ["tl.store"]
+    # SASS: ptxas's line table follows those `.loc`s; a line only asm blocks name (the comment line after the
+    # load) goes back to the block's. (One that real code names too, the store's three lines down, cannot be
+    # told apart there: the SASS line table has no columns.)
+    load_line = int(loads[0])
+    assert source[load_line].strip().startswith("#")
+    sass = "\n".join([f'        //## File "/p/kernel.py", line {load_line + 1}',
+                      "        /*0090*/                   LDG.E.128 R4, desc[UR4][R2.64] ;",
+                      f'        //## File "/p/kernel.py", line {load_line}',
+                      "        /*00a0*/                   MOV R0, R4 ;"])
+    assert [label for label, _ in annotated("sass", sass, "kernel.py", ptx)] == ["", str(load_line), "", str(load_line)]
+    assert [label for label, _ in annotated("sass", sass, "kernel.py")][1] == str(load_line + 1)  # without the PTX

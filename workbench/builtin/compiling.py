@@ -21,7 +21,7 @@ from ..core.project.history import read_records
 from ..core.run.session import RunSpec, compile_for_target, run_project
 from ..core.text import plural
 from ..core.timing.compiler_facts import describe_facts, fmt_occupancy
-from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, read_stage
+from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, ptx_of, read_stage
 from ..core.verdict import worst_problem
 from ..reports.tables import text_table
 from .verifying import make_runners, resolve_projects
@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     if args.stage and chosen is not None:
         try:
             text_lines = annotated(args.stage, read_stage(chosen.files, args.stage, merged_tools(compiled)),
-                                   project.kernel_path.name)
+                                   project.kernel_path.name, ptx_of(chosen.files) if args.stage == "sass" else "")
         except IRUnavailable as exc:
             stage_error = str(exc)
     if args.json:

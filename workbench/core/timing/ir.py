@@ -55,6 +55,14 @@ def read_stage(files: dict[str, str], stage: str, tools: dict[str, str] | None =
                             "save or run again to see it") from None
 
 
+def ptx_of(files: dict[str, str]) -> str:
+    """The kernel's PTX, for placing its SASS (line_locations); "" where there is none to read."""
+    try:
+        return read_stage(files, "ptx") if files.get("ptx") else ""
+    except IRUnavailable:
+        return ""
+
+
 def disassemble(files: dict[str, str], tools: dict[str, str]) -> str:
     cubin = files.get("cubin")
     if not cubin:
@@ -100,19 +108,29 @@ _SASS_LOC = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)"
 Chain = list  # of Location, innermost (the inlined library code) first, the kernel's own line last
 
 
-def line_locations(stage: str, text: str, kernel_file: str = "") -> list[Location | None]:
+def line_locations(stage: str, text: str, kernel_file: str = "", ptx: str = "") -> list[Location | None]:
     """For each line of `text`, the source location it comes from (None where the stage does not say). Code
     inlined from elsewhere (tl.sum's body in triton/language/standard.py) is given the line of kernel.py
-    that it was inlined into: the innermost location in `kernel_file` wins, else the innermost of all."""
+    that it was inlined into: the innermost location in `kernel_file` wins, else the innermost of all.
+
+    Triton writes cache-hinted loads and stores as inline asm, and the PTX gives each line of an asm block a
+    `.loc` of its own, counting on from the block's (a 4-line block at line 34 says 34, 35, 36, 37): the
+    load is put on a line three lines down. Inside a block the `.loc`s are passed over (the block's line
+    holds); ptxas builds the cubin's line table from them, so SASS lines that only a block's `.loc`s name
+    are given the block's line (`ptx`: the same kernel's PTX, where the blocks can be read). A line real code
+    names too (the store's, three lines below a load) cannot be told apart in SASS, whose line table has no
+    columns: it stays as the table says."""
     lines = text.splitlines()
     if stage in ("ttir", "ttgir"):
         chains = _mlir_chains(lines)
     elif stage == "llir":
         chains = _llvm_chains(lines)
     elif stage == "ptx":
-        chains = _marker_chains(lines, _ptx_marker(lines))
+        chains = _marker_chains(lines, _ptx_marker(lines), inline_asm=True)
     elif stage == "sass":
-        chains = _marker_chains(lines, _sass_marker)
+        phantoms = asm_phantom_lines(ptx) if ptx else {}
+        chains = [[Location(loc.file, phantoms.get((Path(loc.file).name, loc.line), loc.line)) for loc in chain]
+                  for chain in _marker_chains(lines, _sass_marker)]
     else:
         chains = [[] for _ in lines]
     return [_pick(chain, kernel_file) for chain in chains]
@@ -222,14 +240,53 @@ def _sass_marker(line: str) -> Chain | None:
     return chain
 
 
-def _marker_chains(lines: list[str], marker) -> list[Chain]:
+ASM_BEGIN, ASM_END = "// begin inline asm", "// end inline asm"
+
+
+def asm_phantom_lines(ptx: str) -> dict[tuple[str, int], int]:
+    """(file name, line) that only `.loc`s inside inline asm blocks name -> the line of the block they are in."""
+    files = {m.group(1): Path(m.group(2)).name for line in ptx.splitlines() if (m := _PTX_FILE.match(line))}
+    inside: dict[tuple[str, int], int] = {}
+    outside: set[tuple[str, int]] = set()
+    block_line: tuple[str, int] | None = None
+    current: tuple[str, int] | None = None
+    for line in ptx.splitlines():
+        stripped = line.strip()
+        if stripped == ASM_BEGIN:
+            block_line = current
+            continue
+        if stripped == ASM_END:
+            block_line = None
+            continue
+        match = _PTX_LOC.match(line)
+        if not match:
+            continue
+        here = (files.get(match.group(1), ""), int(match.group(2)))
+        if block_line is None:
+            outside.add(here)
+            current = here
+        elif here != block_line and here[0] == block_line[0]:
+            inside.setdefault(here, block_line[1])
+    return {loc: line for loc, line in inside.items() if loc not in outside}
+
+
+def _marker_chains(lines: list[str], marker, inline_asm: bool = False) -> list[Chain]:
     """Stages where location lines cover the instructions after them, until the next ones (nvdisasm -gi writes
-    one line per level of inlining, the innermost first)."""
+    one line per level of inlining, the innermost first). `inline_asm`: location lines inside an inline asm
+    block are passed over (see line_locations)."""
     out: list[Chain] = []
     current: Chain = []
     fresh = False  # the last line was a location: the next location line extends the chain
+    in_asm = False
     for line in lines:
+        if inline_asm and line.strip() in (ASM_BEGIN, ASM_END):
+            in_asm = line.strip() == ASM_BEGIN
+            out.append([])
+            continue
         found = marker(line)
+        if found is not None and in_asm:
+            out.append([])
+            continue
         if found is not None:
             current = (current + [loc for loc in found if loc not in current]) if fresh else found
             fresh = True
@@ -246,11 +303,11 @@ def _marker_chains(lines: list[str], marker) -> list[Chain]:
     return out
 
 
-def annotated(stage: str, text: str, kernel_file: str = "") -> list[tuple[str, str]]:
+def annotated(stage: str, text: str, kernel_file: str = "", ptx: str = "") -> list[tuple[str, str]]:
     """(source line label, IR line) for each line: "48" for kernel.py's line 48, "standard.py:290" for a
-    line of another file, "" where the stage gives none."""
+    line of another file, "" where the stage gives none. `ptx`: for SASS, the kernel's PTX (line_locations)."""
     return [(loc.short(kernel_file) if loc else "", line)
-            for loc, line in zip(line_locations(stage, text, kernel_file), text.splitlines())]
+            for loc, line in zip(line_locations(stage, text, kernel_file, ptx), text.splitlines())]
 
 
 def hottest_lines(stage: str, text: str, kernel_file: str) -> dict[int, int]:

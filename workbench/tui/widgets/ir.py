@@ -87,7 +87,8 @@ class IRPanel(Vertical, can_focus=True):
     def _read(self, facts: KernelFacts | None, stages: list[str]) -> None:
         if facts is None:
             return
-        for stage in dict.fromkeys([self.stage, *stages]):
+        # SASS is placed on kernel.py's lines with the PTX's help (ir.line_locations): read it first
+        for stage in dict.fromkeys((["ptx"] if self.stage == "sass" and "ptx" in facts.files else []) + [self.stage, *stages]):
             key = (identity(facts), stage)
             if key in self.texts or key in self.errors:
                 continue
@@ -179,7 +180,8 @@ class IRPanel(Vertical, can_focus=True):
                 head.append(f"\nagainst the previous save (source locations left out): {diff_summary(lines)}")
                 log.write_lines(lines or ["the same code as the previous save"])
         else:
-            rows = annotated(self.stage, text, self.kernel_file)
+            ptx = self.texts.get((identity(facts), "ptx"), "") if self.stage == "sass" else ""
+            rows = annotated(self.stage, text, self.kernel_file, ptx)
             width = max((len(label) for label, _ in rows), default=0)
             log.write_lines([f"{label.rjust(width)} | {line}" for label, line in rows])
         self.query_one("#ir-head", Static).update(head)
