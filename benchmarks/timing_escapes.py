@@ -6,7 +6,7 @@ the rates are on the inputs-read-once bound. Run on a GPU:
 
 PATH: the checkout whose `workbench` runs the benchmarks (to compare two versions, run it once with each).
 Prints one line per variant (median, GB/s, fraction of the copy ceiling, speed-up, what was withheld) and writes
-the JSON records to DIR. README, "What a timing means"; benchmarks/RESULTS.md.
+the JSON records to DIR. docs/TIMING.md; benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """kernel.py sources written to fake a benchmark time, one for each family of hack, and kernels that do
-the same things honestly (tests/test_timing_hacks_gpu.py runs them; README "What a timing means" tabulates
+the same things honestly (tests/test_timing_hacks_gpu.py runs them; docs/TIMING.md tabulates
 how each is caught). All are the scale kernel of tests/kernels.py (out = 2x), correct on every call
 verification makes, with a benchmark case of 64 MiB in and out (tens of µs on an H100: far from launch
 overhead, so an honest time and a faked one are far apart)."""

@@ -1,5 +1,5 @@
 """Every check has one entry in workbench/core/verify/checks.py, its key the one the judge writes, and the
-README's tables list exactly the registered keys (issue 42: one obvious place for each check)."""
+docs/VERIFIED.md's tables list exactly the registered keys (issue 42: one obvious place for each check)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def keys_the_code_writes() -> set[str]:
 
 def keys_the_readme_lists() -> set[str]:
     """The backticked keys in the first cell of the two check tables of "What verified means"."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "VERIFIED.md").read_text(encoding="utf-8")
     start = text.index("| check (JSON `checks` key) | fails when | off with |")
     end = text.index("**Refusals.**", start)
     compat_start = text.index("| check | finding |")

@@ -1,6 +1,6 @@
 """Every known way to fake a benchmark time, run on a GPU (marker `gpu`): each is caught, and nowhere posts a
-time (the JSON row, the summary line). The sources: tests/kernels_hacks.py; how each is caught: README,
-"What a timing means". Kernels doing the same things honestly (a second stream forked and joined) are timed
+time (the JSON row, the summary line). The sources: tests/kernels_hacks.py; how each is caught: docs/TIMING.md.
+Kernels doing the same things honestly (a second stream forked and joined) are timed
 as the plain kernel is."""
 
 import json

@@ -190,7 +190,7 @@ CASE_RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
 class Tally:
     """Counts a run's events as they arrive; `verdict()` is the run's Verdict so far.
 
-    The unit is the case (README "What verified means"): a case passed when every one of its results
+    The unit is the case (docs/VERIFIED.md): a case passed when every one of its results
     did; the runs of forced autotune configs are counted beside (`configs_passed` of `configs_run`)."""
 
     # (case index, GPU) -> its worst status so far: a case is one verdict per GPU kind it ran on (the Ray matrix

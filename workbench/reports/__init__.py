@@ -261,7 +261,7 @@ def worst_of(results: list[CaseResult]) -> CaseResult:
 
 
 def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
-    """One testsuite per project, one testcase per case (README "What verified means"): a case fails when
+    """One testsuite per project, one testcase per case (docs/VERIFIED.md): a case fails when
     any of its results did (its forced autotune configs, the recheck after timing); which ones, and every
     config's status, are in the testcase (the failure's text, its properties)."""
     root = ET.Element("testsuites", name="workbench verify")

@@ -161,7 +161,7 @@ class Catalog:
                 return variants[known.name.lower()]
         asked = template if template and template in self.by_name else name
         raise ScaffoldError(f"--backward: no training scaffold for {_shown(asked)}; the ops with one: {offered} "
-                            "(or write the backward yourself: README, \"Training kernels\")")
+                            "(or write the backward yourself: docs/TRAINING.md)")
 
     def known_names(self) -> list[str]:
         return sorted(s.name for s in self.scaffolds if not s.template)

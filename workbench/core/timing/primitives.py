@@ -7,7 +7,7 @@ benchmark's figures. Where torch has them, the methods are bound at the C extens
 (`torch._C._CudaEventBase.elapsed_time`, not the Python subclass's method that looks it up through `super()`
 on every call): a kernel.py that writes a fake into the extension type's method table (through
 `gc.get_referents(type.__dict__)`, as forbiddenfruit does) changes what torch's own classes call, not these.
-What this does not cover (README, "What the timing trusts"): ctypes writes into the extension's or the CUDA
+What this does not cover (docs/TIMING.md, "What the timing trusts"): ctypes writes into the extension's or the CUDA
 driver's code or memory, or the GPU's clocks.
 """
 

@@ -1,6 +1,6 @@
 """Every check of the battery, by the key it has in a case's JSON `checks` (and in JUnit): what failing it
 means, where its evidence is gathered (in the kernel's process) and where the judge decides it. One place
-to find a check; the README's tables list exactly these keys (tests/test_check_registry.py).
+to find a check; docs/VERIFIED.md's tables list exactly these keys (tests/test_check_registry.py).
 
 A compatibility finding (`finding`) is reported beside the verdict and fails it only where the project
 requires it ([verify] <key> = "require"); every other check fails the case.

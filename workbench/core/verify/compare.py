@@ -153,7 +153,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
 
 
 def budget_broken(c: Comparison, tol: Tolerance, dtype: str) -> str:
-    """Which budget the elements broke, and where it comes from (README, "What verified means")."""
+    """Which budget the elements broke, and where it comes from (docs/VERIFIED.md)."""
     floor = f"outside rtol={tol.rtol:g} atol={tol.atol:g} (the {dtype} floor)"
     if c.torch_error is None:
         return floor + "; no result of reference_fn on the inputs' own dtype to measure torch's own error by"

@@ -1,7 +1,7 @@
 """What an exception kernel_fn raised means, for the battery: an explicit refusal of a generated shape (the
 case is dropped), something the Triton interpreter cannot run (a verdict on a GPU only), a forced autotune
 config this GPU cannot launch (skipped, as the autotuner skips it), or else a crash (the case fails).
-README "What verified means": Refusals; the GPU ONLY verdict; Autotuned kernels.
+docs/VERIFIED.md: Refusals; the GPU ONLY verdict; Autotuned kernels.
 """
 
 from __future__ import annotations
