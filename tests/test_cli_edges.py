@@ -426,3 +426,22 @@ def test_the_cases_left_to_the_benchmark_are_said_where_the_numbers_jump(cli, ma
 def test_a_project_refused_before_running_does_not_say_its_worker_failed(cli, make_project):
     code, out, _ = cli("verify", make_project(kernels.GOOD, toml="[verfiy]\n"))
     assert code == 2 and "not run: the project could not be used (below)" in out and "worker did not start" not in out
+
+
+def test_a_loose_kernel_file_writes_nothing_beside_it(cli, tmp_path, monkeypatch):
+    """A .py verified on its own is in someone's folder of scripts: its history (with the local modules it
+    imports) goes to the workbench's cache, and `history` on the same file finds it there."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(cache))
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "helpers.py").write_text("FACTOR = 2.0\n")
+    (scripts / "scale.py").write_text(kernels.GOOD.replace("import torch\n", "import torch\nimport helpers  # noqa\n", 1))
+    monkeypatch.syspath_prepend(str(scripts))
+    code, out, err = cli("verify", scripts / "scale.py")
+    assert code == 0, out + err
+    assert sorted(p.name for p in scripts.iterdir()) == ["helpers.py", "scale.py"]
+    (state,) = (cache / "loose").iterdir()
+    assert state.name.startswith("scale-") and (state / "history").is_dir()
+    code, out, err = cli("history", scripts / "scale.py")
+    assert code == 0 and "VERIFIED" in out, out + err

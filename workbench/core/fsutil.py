@@ -7,6 +7,19 @@ import tempfile
 from pathlib import Path
 
 
+CACHE_ENV = "WORKBENCH_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """The workbench's own cache, shared by every project: $WORKBENCH_CACHE_DIR, else
+    $XDG_CACHE_HOME/kernel-workbench (~/.cache/kernel-workbench)."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kernel-workbench"
+
+
 def current_umask() -> int:
     """The process's umask, read where Linux shows it (setting it to read it back races other threads)."""
     try:

@@ -1,7 +1,8 @@
 """A project: a folder holding kernel.py, an optional workbench.toml, and .workbench/.
 
 `.workbench/` is the project's own state: its Triton cache (cleared before each
-run), the run history, the last verdict. It is git-ignored by the scaffold.
+run), the run history, the last verdict. It is git-ignored by the scaffold. A loose kernel file's state is in
+the workbench's cache instead (Project.state_dir).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..fsutil import cache_root
 from .config import ProjectConfig, load_config
 
 KERNEL_FILE = "kernel.py"
@@ -70,11 +72,19 @@ class Project:
         return self.root / CONFIG_FILE
 
     @property
+    def loose(self) -> bool:
+        """A kernel file verified on its own, not a project folder's kernel.py."""
+        return self.kernel_path.name != KERNEL_FILE
+
+    @property
     def state_dir(self) -> Path:
-        # A loose kernel file shares its folder with others: give each its own state.
-        if self.kernel_path.name == KERNEL_FILE:
+        """A project's own state: <project>/.workbench/. A loose kernel file's is in the workbench's cache
+        (loose/<stem>-<a digest of its path>/): its folder is someone else's (a folder of scripts), and
+        nothing is written beside it."""
+        if not self.loose:
             return self.root / STATE_DIR
-        return self.root / STATE_DIR / self.kernel_path.stem
+        digest = hashlib.sha256(str(self.kernel_path).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        return cache_root() / "loose" / f"{self.kernel_path.stem}-{digest}"
 
     @property
     def triton_cache_dir(self) -> Path:
@@ -111,7 +121,7 @@ class Project:
     def ensure_state_dir(self) -> Path:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ignore = self.root / STATE_DIR / ".gitignore"
-        if not ignore.exists():
+        if not self.loose and not ignore.exists():
             ignore.write_text("*\n", encoding="utf-8")
         return self.state_dir
 

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ..events import DeviceFacts
-from ..fsutil import atomic_write_text
+from ..fsutil import CACHE_ENV, atomic_write_text, cache_root  # noqa: F401 - CACHE_ENV: its variable, for tests
 from ..stage import JobContext
 
-CACHE_ENV = "WORKBENCH_CACHE_DIR"
 CEILINGS_VERSION = 2  # 2: the copy ceiling is the best of several copies (1: torch's copy alone)
 COPY_BYTES = 1 << 30  # 1 GiB each way: far past any L2, so the copy runs at DRAM speed
 COPY_REP_MS = 300.0  # GPU time per copy method: several methods share the measuring budget
@@ -55,14 +54,6 @@ class Ceilings:
 
 
 # -- the cache (pure) ---------------------------------------------------------------------
-
-def cache_root() -> Path:
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kernel-workbench"
-
 
 def gpu_slug(name: str) -> str:
     """A file name for a GPU: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
