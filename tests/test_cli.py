@@ -120,7 +120,8 @@ def test_history_list_and_diff(cli, make_project, monkeypatch):
     assert code == 0
     lines = out.strip().splitlines()
     # the verdict's word, as the report says it (issue 44: one vocabulary), then the counts
-    assert len(lines) == 2 and " VERIFIED " in lines[0] and " FAILED " in lines[1]
+    assert len(lines) == 3 and " VERIFIED " in lines[0] and " FAILED " in lines[1]
+    assert lines[2].startswith("hist: 2 runs, 2 stored sources, ")  # how much the history holds
     history_counts = lines[1].split("FAILED", 1)[1]
     code, out, err = cli("diff", project)
     assert code == 0 and "+" in out and "n // meta" in out
@@ -159,7 +160,7 @@ def test_a_refused_bench_leaves_the_history_alone(cli, make_project):
         pytest.skip("a GPU is present: bench is not refused here")
     code, out, err = cli("history", project)
     lines = out.strip().splitlines()
-    assert len(lines) == 1 and "VERIFIED" in lines[0]
+    assert len(lines) == 2 and "VERIFIED" in lines[0] and "1 run, " in lines[1]  # the run, then what the history holds
 
 
 @pytest.mark.slow

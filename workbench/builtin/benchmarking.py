@@ -31,7 +31,7 @@ from ..commands import (
 from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
 from ..core.live.changes import BaselineError, Comparison, compare_timings, load_baseline, previous_timed, timings_of
 from ..core.project.config import BENCH_MODES
-from ..core.project.history import RunRecord, read_records
+from ..core.project.history import RunRecord, read_records, set_pin
 from ..core.run.factory import make_runner
 from ..core.run.session import RunOutcome
 from ..core.stage import BENCH_STAGES, Job
@@ -127,10 +127,14 @@ def read_baselines(paths: list[str], ref: str) -> dict[Path, tuple[RunRecord, st
     before anything runs or is written."""
     found = {}
     for project in resolve_projects(paths):
+        records = read_records(project)
         try:
-            found[project.root] = load_baseline(project, ref, read_records(project))
+            found[project.root] = load_baseline(project, ref, records)
         except BaselineError as exc:
             raise CommandError(str(exc), EXIT_UNUSABLE) from None
+        baseline = found[project.root][0]
+        if any(r.id == baseline.id for r in records):  # a run of the history: the limits never remove it now
+            set_pin(project, baseline.id, "a --baseline")
     return found
 
 

@@ -19,12 +19,17 @@ from ..commands import (
     hookimpl,
 )
 from ..core.project.folder import Project, ProjectError, find_projects
+from ..core.project.config import ConfigError
 from ..core.project.history import (
     changed_since,
     find_record,
+    holding,
     last_record,
+    pins,
+    prune,
     read_records,
     record_files,
+    set_pin,
     source_diff,
 )
 from ..core.run.workers import WorkerProcess, WorkerStartError
@@ -201,6 +206,10 @@ def _history_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("project", nargs="?",
                         help="project folder or kernel .py file (default: this folder's project)")
     parser.add_argument("-n", type=_positive_int, default=20, help="show the last N runs (default 20)")
+    parser.add_argument("--prune", action="store_true",
+                        help="remove the oldest runs past workbench.toml's [history] keep_runs / keep_mb now")
+    parser.add_argument("--pin", metavar="RUN", help="keep this run whatever the limits (id, id prefix or index)")
+    parser.add_argument("--unpin", metavar="RUN", help="let the limits remove this run again")
 
 
 def _history(args: argparse.Namespace, context: Context) -> int:
@@ -208,15 +217,36 @@ def _history(args: argparse.Namespace, context: Context) -> int:
     unreadable: list[str] = []
     records = read_records(project, unreadable)
     say_unreadable(unreadable)
+    for ref, why in ((args.pin, "pinned"), (args.unpin, None)):
+        if ref is not None:
+            try:
+                record = find_record(records, ref)
+            except KeyError as exc:
+                raise CommandError(str(exc.args[0])) from None
+            set_pin(project, record.id, why)
+            print(f"{project.name}: run {record.id} {'pinned: the limits never remove it' if why else 'unpinned'}")
+    if args.prune:
+        try:
+            limits = project.load_config().history
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from None
+        removed = prune(project, limits.keep_runs, limits.keep_mb)
+        print(f"{project.name}: removed {len(removed)} run{'s' if len(removed) != 1 else ''}"
+              + (f" ({removed[0]} .. {removed[-1]})" if removed else "") + f"; {holding(project).describe()} left")
+        records = read_records(project)
     if not records:
         print(f"{project.name}: no runs recorded yet")
         return EXIT_OK
+    pinned = pins(project)
     for record in records[-args.n:]:
         d = record.data
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
         bench = d.get("bench_summary") or ""
+        mark = f"  [{pinned[record.id]}]" if record.id in pinned else ""
         print(f"{record.id}  {when}  {'+'.join(d.get('stages', [])):<12} {record.verdict_label:<15} "
-              f"{record.counts_text}  src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}".rstrip())
+              f"{record.counts_text}  src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}{mark}".rstrip())
+    print(f"{project.name}: {holding(project).describe()} in {project.state_dir} (limits: [history] keep_runs, "
+          f"keep_mb in workbench.toml; --prune applies them now)")
     return EXIT_OK
 
 

@@ -45,6 +45,11 @@ overrides what it names:
     mode = "full"                # a training kernel: "fwd", "bwd" or "full" is timed (default full;
                                  # `workbench bench --mode` overrides it)
 
+    [history]                    # the runs .workbench/ keeps (`workbench history` says how much it holds)
+    keep_runs = 500              # the newest runs; older ones go as runs are recorded (0: no limit)
+    keep_mb = 200                # and the oldest go while the history takes more (0: no limit); pinned
+                                 # runs (`workbench history --pin RUN`, a --baseline run) are never removed
+
     [tolerance.bfloat16]         # float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int*, bool (exact)
     rtol = 2e-2
     atol = 2e-2
@@ -201,9 +206,18 @@ class BenchConfig:
 
 
 @dataclass(frozen=True)
+class HistoryConfig:
+    """How much of the project's run history .workbench/ keeps (project/history.py, `workbench history`)."""
+
+    keep_runs: int = 500  # the newest runs kept; older ones go as runs are recorded (0: no limit)
+    keep_mb: float = 200.0  # ... and the oldest go while records and sources take more than this (0: no limit)
+
+
+@dataclass(frozen=True)
 class ProjectConfig:
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # sections owned by plugins
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,6 +226,7 @@ class ProjectConfig:
             "verify": verify,
             "tolerance": {k: vars(v) for k, v in self.verify.tolerances.items()},
             "bench": {f.name: getattr(self.bench, f.name) for f in fields(BenchConfig)},
+            "history": {f.name: getattr(self.history, f.name) for f in fields(HistoryConfig)},
             **self.extra,
         }
 
@@ -253,13 +268,17 @@ class ProjectConfig:
         if bench.max_samples < bench.min_samples:
             raise ConfigError(path, "bench.max_samples", f"must be at least min_samples ({bench.min_samples}), "
                                                          f"got {bench.max_samples}")
-        return cls(verify=verify, bench=bench, extra=data)
+        history = _section(HistoryConfig, data.pop("history", {}), "history", path)
+        for key in ("keep_runs", "keep_mb"):
+            if getattr(history, key) < 0:
+                raise ConfigError(path, f"history.{key}", f"must be 0 (no limit) or more, got {getattr(history, key)}")
+        return cls(verify=verify, bench=bench, history=history, extra=data)
 
 
 # Tables the workbench's own sections leave to plugins (hookspecs.workbench_register_config_tables): a plugin's
 # [ncu] or [cluster]. Filled in the process that reads workbench.toml, as it loads its plugins.
 PLUGIN_TABLES: set[str] = set()
-OWN_TABLES = ("verify", "tolerance", "bench")
+OWN_TABLES = ("verify", "tolerance", "bench", "history")
 
 
 def _refuse_unknown_tables(data: dict[str, Any], path: Path | str) -> None:
@@ -268,7 +287,8 @@ def _refuse_unknown_tables(data: dict[str, Any], path: Path | str) -> None:
         if key in known:
             continue
         if not isinstance(value, dict):  # a top-level key: say which section has it
-            owners = [name for name, section in (("verify", VerifyConfig), ("bench", BenchConfig))
+            owners = [name for name, section in (("verify", VerifyConfig), ("bench", BenchConfig),
+                                                 ("history", HistoryConfig))
                       if key in {f.name for f in fields(section)}]
             hint = f"; did you mean [{owners[0]}] {key}?" if owners else ""
             raise ConfigError(path, key, f"a key outside any table (tables: [{'], ['.join(known)}]){hint}")

@@ -3,15 +3,22 @@
 Layout under the project's `.workbench/`:
 
     history/<run id>.json      one record per run, written atomically (temp file + rename)
-    sources/<source hash>.py   the kernel source each run ran, content-addressed
+    sources/<hash>.py.gz       each file a run depended on (kernel.py, workbench.toml, the local modules it
+                               imports), gzip-compressed, once per distinct content (older histories: .py)
+    pins.json                  the runs never pruned: run id -> why ("pinned", "a --baseline")
 
 A record file either exists whole or not at all, so an interrupted write never
 corrupts the history; a stray temp file is ignored by readers.
+
+The history is bounded ([history] in workbench.toml: keep_runs, keep_mb): as each run is recorded, the oldest
+runs go while there are more than keep_runs or the records and sources take more than keep_mb, never a pinned
+run nor the newest; a source no remaining run names goes with them (`prune`).
 """
 
 from __future__ import annotations
 
 import difflib
+import gzip
 import hashlib
 import json
 import os
@@ -75,10 +82,11 @@ def new_run_id(now: float | None = None) -> str:
 
 
 def append_record(project: Project, data: dict[str, Any], source: str,
-                  files: dict[str, str] | None = None) -> RunRecord:
+                  files: dict[str, str] | None = None, limits: Any = None) -> RunRecord:
     """Store the sources (once per content) and a new record; returns the record. `files`: the text of every
     file the run depended on (folder.watched_files: kernel.py, workbench.toml, the local modules kernel.py
-    imports) by its path in the project; the record names each by its hash (record["files"])."""
+    imports) by its path in the project; the record names each by its hash (record["files"]). `limits`: the
+    project's HistoryConfig, applied once the record is written (`prune`)."""
     project.ensure_state_dir()
     source_hash = data["source_hash"]
     _store_source(project, source_hash, source)
@@ -93,7 +101,101 @@ def append_record(project: Project, data: dict[str, Any], source: str,
               **({"files": names} if names else {})}
     atomic_write_text(history_dir(project) / f"{run_id}.json", json.dumps(record, indent=1, allow_nan=False,
                                                                            default=str))
+    if limits is not None:
+        prune(project, limits.keep_runs, limits.keep_mb)
     return RunRecord(id=run_id, data=record)
+
+
+# -- how much the history holds, and keeping it within bounds --------------------------------------------
+
+@dataclass(frozen=True)
+class Holding:
+    runs: int
+    sources: int
+    nbytes: int  # records and sources together
+
+    def describe(self) -> str:
+        return (f"{self.runs} run{'s' if self.runs != 1 else ''}, {self.sources} stored source"
+                f"{'s' if self.sources != 1 else ''}, {self.nbytes / 2**20:.1f} MB")
+
+
+def holding(project: Project) -> Holding:
+    records, sources = _record_paths(project), _source_paths(project)
+    return Holding(runs=len(records), sources=len(sources), nbytes=sum(_size(p) for p in [*records, *sources]))
+
+
+def pins(project: Project) -> dict[str, str]:
+    """The runs never pruned: run id -> why."""
+    try:
+        data = json.loads((project.state_dir / "pins.json").read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def set_pin(project: Project, run_id: str, why: str | None) -> None:
+    """Pin a run (`why`: "pinned", "a --baseline"), or unpin it (None)."""
+    current = pins(project)
+    if why is None:
+        current.pop(run_id, None)
+    else:
+        current[run_id] = why
+    project.ensure_state_dir()
+    atomic_write_text(project.state_dir / "pins.json", json.dumps(current, indent=1, sort_keys=True))
+
+
+def prune(project: Project, keep_runs: int, keep_mb: float) -> list[str]:
+    """Remove the oldest runs while there are more than `keep_runs` or records and sources take more than
+    `keep_mb` MB (0: no such limit), never a pinned run nor the newest; then the sources no remaining run
+    names. Returns the ids removed, oldest first."""
+    paths = _record_paths(project)
+    pinned = pins(project)
+    removable = [p for p in paths[:-1] if p.stem not in pinned]
+    sizes = {p: _size(p) for p in paths}
+    total = sum(sizes.values()) + sum(_size(p) for p in _source_paths(project))
+    left, removed = len(paths), []
+    for path in removable:
+        over_count = keep_runs > 0 and left > keep_runs
+        over_size = keep_mb > 0 and total > keep_mb * 2**20
+        if not (over_count or over_size):
+            break
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path.stem)
+        left -= 1
+        total -= sizes[path]
+    if removed:
+        _drop_unnamed_sources(project)
+    return removed
+
+
+def _drop_unnamed_sources(project: Project) -> None:
+    named: set[str] = set()
+    for record in read_records(project):
+        named.add(record.source_hash)
+        named.update(str(v) for v in (record.data.get("files") or {}).values())
+    for path in _source_paths(project):
+        if path.name.split(".")[0] not in named:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def _source_paths(project: Project) -> list[Path]:
+    folder = sources_dir(project)
+    if not folder.is_dir():
+        return []
+    return [p for p in folder.iterdir() if p.name.endswith((".py", ".py.gz")) and not p.name.startswith(".")]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _record_paths(project: Project) -> list[Path]:
@@ -148,15 +250,28 @@ def find_record(records: list[RunRecord], ref: str) -> RunRecord:
 
 
 def _store_source(project: Project, digest: str, text: str) -> None:
-    path = sources_dir(project) / f"{digest}.py"
-    if not path.exists():
-        atomic_write_text(path, text)
+    folder = sources_dir(project)
+    path = folder / f"{digest}.py.gz"
+    if path.exists() or (folder / f"{digest}.py").exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    temp = folder / f".{digest}.{os.getpid()}.tmp"
+    try:
+        # mtime=0: the same content gives the same bytes
+        temp.write_bytes(gzip.compress(text.encode("utf-8", errors="surrogateescape"), mtime=0))
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def read_source(project: Project, source_hash: str) -> str | None:
-    path = sources_dir(project) / f"{source_hash}.py"
+    folder = sources_dir(project)
     try:
-        return path.read_text(encoding="utf-8")
+        return gzip.decompress((folder / f"{source_hash}.py.gz").read_bytes()).decode("utf-8", errors="replace")
+    except (OSError, EOFError, gzip.BadGzipFile):
+        pass
+    try:
+        return (folder / f"{source_hash}.py").read_text(encoding="utf-8")
     except OSError:
         return None
 

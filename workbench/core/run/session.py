@@ -311,7 +311,7 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
     remember_baselines(project, outcome.of_type(BenchResult))
     remember_findings(project, outcome.compatibility())
     if spec.record and worth_recording(outcome):
-        outcome.record = append_record(project, outcome.to_record(), source, files)
+        outcome.record = append_record(project, outcome.to_record(), source, files, config.history)
     return outcome
 
 
