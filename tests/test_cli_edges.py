@@ -74,10 +74,10 @@ def test_verify_with_a_bad_number_in_workbench_toml_exits_2_naming_the_key(cli, 
 
 
 @pytest.mark.parametrize("toml, says", [
-    ("[tolerances.float32]\nrtol = 0.1\n", "unknown table [tolerances] (known: [verify], [tolerance], [bench]); "
+    ("[tolerances.float32]\nrtol = 0.1\n", "unknown table [tolerances] (known: [verify], [tolerance], [bench], [history]); "
                                            "did you mean [tolerance]?"),
     ("[verfiy]\ntimeout_s = 5\n", "did you mean [verify]?"),
-    ("timeout_s = 5\n", "a key outside any table (tables: [verify], [tolerance], [bench]); did you mean [verify] "
+    ("timeout_s = 5\n", "a key outside any table (tables: [verify], [tolerance], [bench], [history]); did you mean [verify] "
                         "timeout_s?"),
     ("[verify]\ntimout_s = 5\n", "unknown key (did you mean timeout_s?)"),
 ])
@@ -243,7 +243,7 @@ def test_history_and_diff_default_to_this_folders_project(cli, make_project, mon
     monkeypatch.chdir(project)
     code, out, err = cli("history")
     assert code == 0, err
-    assert [line.split()[0] for line in out.strip().splitlines()] == [first, second]
+    assert [line.split()[0] for line in out.strip().splitlines()] == [first, second, "hist:"]  # then its size
     code, out, err = cli("history", "-n", "1")
     assert code == 0 and out.split()[0] == second
     code, out, err = cli("diff")

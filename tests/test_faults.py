@@ -178,7 +178,7 @@ def test_a_corrupt_history_record_is_said_and_the_rest_kept(tmp_path, cli):
                           "records are kept"]
     code, out, err = cli("history", folder)
     assert code == 0 and str(paths[1]) in err and "unreadable run record" in err, (out, err)
-    assert len(out.strip().splitlines()) == 2  # the two records that could be read
+    assert len(out.strip().splitlines()) == 3  # the two records that could be read, then what the history holds
     paths[2].write_text("{")  # the newest, the one `list` reads
     code, out, err = cli("list", "--dir", tmp_path)
     assert code == 0 and str(paths[2]) in err and "unreadable run record" in err, (out, err)

@@ -45,6 +45,9 @@ def test_the_oldest_runs_go_past_keep_runs_and_their_sources_with_them(project):
     assert sorted(p.name for p in sources_dir(project).iterdir()) == [f"{n:016x}.py.gz" for n in range(7, 12)]
     assert read_source(project, f"{11:016x}") == "# version 11\n"
     assert holding(project).runs == 5 and holding(project).sources == 5
+    for n in range(12, 40):  # a bigger limit is brought down to 90% of it when passed: pruned now and then
+        record(project, n, HistoryConfig(keep_runs=20, keep_mb=0))
+    assert holding(project).runs in range(18, 21)
 
 
 def test_keep_mb_bounds_the_bytes_and_the_newest_run_always_stays(project):

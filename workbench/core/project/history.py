@@ -10,9 +10,9 @@ Layout under the project's `.workbench/`:
 A record file either exists whole or not at all, so an interrupted write never
 corrupts the history; a stray temp file is ignored by readers.
 
-The history is bounded ([history] in workbench.toml: keep_runs, keep_mb): as each run is recorded, the oldest
-runs go while there are more than keep_runs or the records and sources take more than keep_mb, never a pinned
-run nor the newest; a source no remaining run names goes with them (`prune`).
+The history is bounded ([history] in workbench.toml: keep_runs, keep_mb): when a run recorded passes either,
+the oldest runs go, down to 90% of it, never a pinned run nor the newest; a source no remaining run names goes
+with them (`prune`).
 """
 
 from __future__ import annotations
@@ -145,19 +145,22 @@ def set_pin(project: Project, run_id: str, why: str | None) -> None:
 
 
 def prune(project: Project, keep_runs: int, keep_mb: float) -> list[str]:
-    """Remove the oldest runs while there are more than `keep_runs` or records and sources take more than
-    `keep_mb` MB (0: no such limit), never a pinned run nor the newest; then the sources no remaining run
-    names. Returns the ids removed, oldest first."""
+    """When there are more than `keep_runs` runs or records and sources take more than `keep_mb` MB (0: no such
+    limit), remove the oldest runs, never a pinned run nor the newest, down to 90% of the limit passed (so that
+    a live loop at its limit reads the remaining records for the sources they name once every few dozen saves,
+    not on every one); then the sources no remaining run names. Returns the ids removed, oldest first."""
     paths = _record_paths(project)
-    pinned = pins(project)
-    removable = [p for p in paths[:-1] if p.stem not in pinned]
     sizes = {p: _size(p) for p in paths}
     total = sum(sizes.values()) + sum(_size(p) for p in _source_paths(project))
+    runs_to = keep_runs - keep_runs // 10 if keep_runs > 0 and len(paths) > keep_runs else None
+    bytes_to = 0.9 * keep_mb * 2**20 if keep_mb > 0 and total > keep_mb * 2**20 else None
+    if runs_to is None and bytes_to is None:
+        return []
+    pinned = pins(project)
+    removable = [p for p in paths[:-1] if p.stem not in pinned]
     left, removed = len(paths), []
     for path in removable:
-        over_count = keep_runs > 0 and left > keep_runs
-        over_size = keep_mb > 0 and total > keep_mb * 2**20
-        if not (over_count or over_size):
+        if not ((runs_to is not None and left > runs_to) or (bytes_to is not None and total > bytes_to)):
             break
         try:
             path.unlink()
