@@ -33,8 +33,7 @@ class FakeCuda:
 def clock(monkeypatch):
     fake = FakeCuda()
     monkeypatch.setattr(tuner_timer, "cuda", fake)
-    monkeypatch.setattr(tuner_timer, "_empty", lambda *a, **k: None)
-    monkeypatch.setattr(tuner_timer, "_zero", lambda cache: None)
+    monkeypatch.setattr(tuner_timer, "_flusher", lambda: lambda: None)
     return fake
 
 

@@ -15,13 +15,21 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Sequence
 
-import torch
-
 from . import primitives as cuda
 
 MOST_RUNS = 100_000  # warm-up or timed runs of one config, whatever the estimate says
-CLEARED_BYTES = 256 << 20  # as Triton's empty cache for benchmarking: more than any GPU's L2
-_empty, _zero = torch.empty, torch._C.TensorBase.zero_
+_flush: Callable[[], None] | None = None
+
+
+def _flusher() -> Callable[[], None]:
+    """The L2 cleared before each timed run as Triton clears it (a 256 MiB buffer overwritten: timers.L2Flusher in
+    "write" mode), one buffer for every config the process tunes, not one allocated per config."""
+    global _flush
+    if _flush is None:
+        from .timers import L2Flusher
+
+        _flush = L2Flusher(None, "write")
+    return _flush
 
 
 def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, grad_to_none: Sequence[Any] | None = None,
@@ -29,11 +37,11 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, grad_t
     """triton.testing.do_bench, timed with the bound primitives."""
     fn()
     cuda.synchronize()
-    cache = _empty(CLEARED_BYTES, dtype=torch.int8, device="cuda")
+    flush = _flusher()
     start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
     cuda.record(start)
     for _ in range(5):
-        _zero(cache)
+        flush()
         fn()
     cuda.record(end)
     cuda.synchronize()
@@ -47,7 +55,7 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, grad_t
     for i in range(n_repeat):
         for x in grad_to_none or ():
             x.grad = None
-        _zero(cache)
+        flush()
         cuda.record(starts[i])
         fn()
         cuda.record(ends[i])
