@@ -115,11 +115,11 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
     for (config, notes), indices in skipped_configs.items():
         lines.append(f"  note, {config}, case{'s' if len(indices) > 1 else ''} {', '.join(map(str, indices))}: {notes}")
     for group in grouping.fold(rows, verbose):
-        for failure in group.shown(verbose):
+        shown, rest = group.split(verbose)
+        for failure in shown:
             lines += ["", *failure_details(failure.result, failure.title_suffix())]
-        rest = group.rest_line(verbose)
         if rest:
-            lines += ["", rest]
+            lines += ["", group.rest_line(rest)]
     lines += compatibility_lines(outcome, verbose)
     lines += requeued_lines(outcome)
     for p in problems(outcome):

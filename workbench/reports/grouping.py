@@ -55,15 +55,16 @@ class Group:
     key: tuple[str, tuple[str, ...]]
     failures: list[Failure] = field(default_factory=list)
 
-    def shown(self, verbose: bool) -> list[Failure]:
+    def split(self, verbose: bool) -> tuple[list[Failure], list[Failure]]:
+        """(shown in full, said in one line): all in full with -v or when there are few, else the worst."""
         if verbose or len(self.failures) <= WORST_SHOWN + 1:
-            return self.failures
-        return sorted(self.failures, key=_badness, reverse=True)[:WORST_SHOWN]
+            return self.failures, []
+        worst = sorted(self.failures, key=_badness, reverse=True)[:WORST_SHOWN]
+        chosen = {id(f) for f in worst}
+        return worst, [f for f in self.failures if id(f) not in chosen]
 
-    def rest_line(self, verbose: bool) -> str:
-        """One line for the failures not shown in full ("" when all are)."""
-        shown = {id(f) for f in self.shown(verbose)}
-        rest = [f for f in self.failures if id(f) not in shown]
+    def rest_line(self, rest: list[Failure]) -> str:
+        """One line for the failures not shown in full ("" when there are none)."""
         if not rest:
             return ""
         what = ", ".join(self.key[1]) or self.key[0]
@@ -82,18 +83,16 @@ def fold(rows: list[CaseResult], verbose: bool) -> list[Group]:
         by_case.setdefault((r.case_index, r.gpu), []).append(r)
     groups: dict[tuple[str, tuple[str, ...]], Group] = {}
     for results in by_case.values():
-        own = next((r for r in results if not r.config and not r.phase), None)
-        for r in results:
-            if r.status not in ("failed", "error"):
-                continue
-            if not verbose and r is not own and own is not None and own.status in ("failed", "error") \
-                    and signature(r) == signature(own):
-                continue  # said on its case's own result
+        failing = [(r, signature(r)) for r in results if r.status in ("failed", "error")]
+        own = next(((r, key) for r, key in failing if not r.config and not r.phase), None)
+        for r, key in failing:
             failure = Failure(r)
-            if not verbose and r is own:
-                failure.alike = [o for o in results if o is not own and o.status in ("failed", "error")
-                                 and signature(o) == signature(own)]
-            groups.setdefault(signature(r), Group(signature(r))).failures.append(failure)
+            if not verbose and own is not None:
+                if r is not own[0] and key == own[1]:
+                    continue  # said on its case's own result
+                if r is own[0]:
+                    failure.alike = [o for o, k in failing if o is not r and k == key]
+            groups.setdefault(key, Group(key)).failures.append(failure)
     return list(groups.values())
 
 
@@ -107,16 +106,15 @@ def table_rows(rows: list[CaseResult], verbose: bool) -> tuple[list[CaseResult],
     listed = []
     for r in rows:
         case_own = own.get((r.case_index, r.gpu))
-        if r.config and (r.status == "passed" or (case_own is not None and case_own is not r
-                                                   and signature(r) == signature(case_own)
-                                                   and case_own.status == r.status)):
-            continue
+        if r.config and (r.status == "passed" or (case_own is not None and signature(r) == signature(case_own))):
+            continue  # passed, or failed as its case's own result did (the signature holds the status)
         listed.append(r)
     failing = [r for r in listed if r.status in ("failed", "error")]
     if not failing or len(listed) <= SHOWN_ROWS:
         return listed, ""
     shown = failing[:SHOWN_ROWS]
-    left = [r for r in listed if r not in shown]
+    chosen = {id(r) for r in shown}  # by identity: results compare field by field
+    left = [r for r in listed if id(r) not in chosen]
     failed_left = sum(r.status in ("failed", "error") for r in left)
     counts = ", ".join(part for part in (f"{failed_left} failing" if failed_left else "",
                                          f"{len(left) - failed_left} passing or skipped" if len(left) > failed_left
