@@ -33,6 +33,7 @@ from ..core.project.history import (
     source_diff,
 )
 from ..core.run.workers import WorkerProcess, WorkerStartError
+from ..core.text import plural
 from ..plugins import loaded_plugins
 from .benchmarking import cached_ceilings_row, measure_ceilings
 
@@ -231,7 +232,7 @@ def _history(args: argparse.Namespace, context: Context) -> int:
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         removed = prune(project, limits.keep_runs, limits.keep_mb)
-        print(f"{project.name}: removed {len(removed)} run{'s' if len(removed) != 1 else ''}"
+        print(f"{project.name}: removed {plural(len(removed), 'run')}"
               + (f" ({removed[0]} .. {removed[-1]})" if removed else "") + f"; {holding(project).describe()} left")
         records = read_records(project)
     if not records:

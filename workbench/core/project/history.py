@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import atomic_write_text
+from ..text import plural
 from ..verdict import LABELS, Verdict
 from .folder import Project
 
@@ -115,8 +116,7 @@ class Holding:
     nbytes: int  # records and sources together
 
     def describe(self) -> str:
-        return (f"{self.runs} run{'s' if self.runs != 1 else ''}, {self.sources} stored source"
-                f"{'s' if self.sources != 1 else ''}, {self.nbytes / 2**20:.1f} MB")
+        return f"{plural(self.runs, 'run')}, {plural(self.sources, 'stored source')}, {self.nbytes / 2**20:.1f} MB"
 
 
 def holding(project: Project) -> Holding:
