@@ -211,7 +211,7 @@ def _llvm_chains(lines: list[str]) -> list[Chain]:
 
 
 def _ptx_marker(lines: list[str]):
-    files = {m.group(1): m.group(2) for line in lines if (m := _PTX_FILE.match(line))}
+    files = _ptx_files(lines)
     outer: dict[tuple[str, int, int], tuple[str, int, int]] = {}  # a .loc -> where it was inlined
 
     def marker(line: str) -> Chain | None:
@@ -243,9 +243,14 @@ def _sass_marker(line: str) -> Chain | None:
 ASM_BEGIN, ASM_END = "// begin inline asm", "// end inline asm"
 
 
+def _ptx_files(lines: list[str]) -> dict[str, str]:
+    """The PTX's `.file` table: file number -> path."""
+    return {m.group(1): m.group(2) for line in lines if (m := _PTX_FILE.match(line))}
+
+
 def asm_phantom_lines(ptx: str) -> dict[tuple[str, int], int]:
     """(file name, line) that only `.loc`s inside inline asm blocks name -> the line of the block they are in."""
-    files = {m.group(1): Path(m.group(2)).name for line in ptx.splitlines() if (m := _PTX_FILE.match(line))}
+    files = {number: Path(path).name for number, path in _ptx_files(ptx.splitlines()).items()}
     inside: dict[tuple[str, int], int] = {}
     outside: set[tuple[str, int]] = set()
     block_line: tuple[str, int] | None = None
