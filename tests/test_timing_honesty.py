@@ -224,7 +224,7 @@ def test_the_bencher_rotates_copies_and_checks_a_call_on_each(monkeypatch):
     kernel_fn(*inputs)
     bencher = bencher_with(kernel_fn, monkeypatch, free_bytes=GIB)
     result = BenchResult(case_index=3, label="n=1024")
-    rotation = bencher._rotation(result, inputs, None, first_launches=1)
+    rotation = bencher._rotation(result, inputs, None, first_launches=1, free=bench.free_device_bytes())
     assert result.input_sets == 4 and len(rotation.sets) == 4 and rotation.sets[0][0] is inputs[0]
     assert result.checked_launches == 1 and not any("not rotated" in n for n in result.notes)
     launched, calls = timed(rotation, LaunchCounter)
@@ -238,7 +238,7 @@ def test_without_room_for_a_copy_the_first_calls_own_launches_are_the_check(monk
     inputs = [torch.randn(1024)]
     bencher = bencher_with(kernel_fn, monkeypatch, free_bytes=4096)  # a copy (4 KiB) is over a quarter
     result = BenchResult(case_index=3, label="n=1024")
-    rotation = bencher._rotation(result, inputs, None, first_launches=2)
+    rotation = bencher._rotation(result, inputs, None, first_launches=2, free=bench.free_device_bytes())
     assert result.input_sets == 1 and len(rotation.sets) == 1
     assert result.checked_launches == 2
     assert any(n.startswith("inputs not rotated") for n in result.notes)
@@ -254,7 +254,8 @@ def test_an_inplace_kernels_sets_all_start_from_get_inputs_values(monkeypatch):
     doubles_in_place(*inputs)  # the first call changed them
     bencher = bencher_with(doubles_in_place, monkeypatch, free_bytes=GIB)
     result = BenchResult(case_index=0, label="n=8")
-    rotation = bencher._rotation(result, inputs, [original.clone()], first_launches=1)
+    rotation = bencher._rotation(result, inputs, [original.clone()], first_launches=1,
+                                free=bench.free_device_bytes())
     assert torch.equal(inputs[0], original)  # restored before copying
     assert all(s[0].data_ptr() != inputs[0].data_ptr() for s in rotation.sets[1:])
 

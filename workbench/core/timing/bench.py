@@ -414,11 +414,12 @@ class CaseBencher:
             result.notes.append(mode_note(mode))
         self._amounts(result, inputs, first)
         # An in-place kernel's timed calls change their own inputs: only the recheck, on restored inputs, can say.
-        sample = None if self.inplace else CallSample.for_outputs(tensor_bytes(first.tensors), free_device_bytes())
+        free = free_device_bytes()  # before the input copies: they and the kept outputs share it
+        sample = None if self.inplace else CallSample.for_outputs(tensor_bytes(first.tensors), free)
         del first
         phases.done("sample for the judge")
         try:
-            rotation = self._rotation(result, inputs, originals, first_launches)
+            rotation = self._rotation(result, inputs, originals, first_launches, free)
             timed_calls = TimedCalls(rotation, rotation.uncounted, sample)
             timed_calls.probe()
             phases.done("input copies, a counted call on each, a probe of its streams")
@@ -465,7 +466,7 @@ class CaseBencher:
         self.emit(result)
 
     def _rotation(self, result: BenchResult, inputs: list[Any], originals: list[Any] | None,
-                  first_launches: int) -> Rotation:
+                  first_launches: int, free: int | None) -> Rotation:
         """The timed calls' input sets: the inputs and, where memory allows, copies of them (a result kept by
         input address or identity then misses), each copy called once with its launches counted
         (result.checked_launches: what one call launches, for the timed calls to match)."""
@@ -473,7 +474,6 @@ class CaseBencher:
             restore_inputs(inputs, originals)  # every set starts from get_inputs' values
         nbytes = input_storage_bytes(inputs)
         why_not = why_not_copied(inputs)
-        free = free_device_bytes()
         sets = 1 if why_not else affordable_sets(nbytes * (self.mode.memory_factor if self.mode else 1), free)
         copies: list[list[Any]] = []
         if sets > 1:
