@@ -235,17 +235,11 @@ class InterpreterDriver:
 
         return GPUTarget("cuda", 90, 32)
 
-    def get_current_device(self) -> int:
-        return 0
-
-    def set_current_device(self, device: int) -> None:
-        pass
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
-
-    def get_device_capability(self, device: int | None = None) -> tuple[int, int]:
-        return (9, 0)
+    # the same answers as its utils give (Triton asks either, by version)
+    get_current_device = _DeviceUtils.get_current_device
+    set_current_device = _DeviceUtils.set_current_device
+    get_device_capability = _DeviceUtils.get_device_capability
+    get_current_stream = _DeviceUtils.get_default_stream
 
     def get_active_torch_device(self) -> Any:
         import torch
