@@ -233,7 +233,8 @@ def _history(args: argparse.Namespace, context: Context) -> int:
             raise CommandError(str(exc)) from None
         removed = prune(project, limits.keep_runs, limits.keep_mb)
         print(f"{project.name}: removed {plural(len(removed), 'run')}"
-              + (f" ({removed[0]} .. {removed[-1]})" if removed else "") + f"; {holding(project).describe()} left")
+              + (f" ({removed[0]})" if len(removed) == 1 else f" ({removed[0]} .. {removed[-1]})" if removed else "")
+              + f"; {holding(project).describe()} left")
         records = read_records(project)
     if not records:
         print(f"{project.name}: no runs recorded yet")
