@@ -195,3 +195,17 @@ def test_a_kernel_right_only_on_the_inputs_it_was_checked_on_posts_no_time(monke
     honest = bench_case(monkeypatch, launcher(LaunchCounter, "none"), checker=ComparingChecker)
     assert honest.recheck == "passed" and honest.kernel is not None
     assert honest.sampled_calls_checked == escapes.SAMPLED_CALLS_MOST
+
+
+def test_a_sampled_call_is_passed_over_only_when_bit_for_bit_the_checked_one():
+    from workbench.core.timing.bench import identical
+    from workbench.core.verify.tensors import flatten_outputs
+
+    codes, scale = torch.arange(12, dtype=torch.int8), torch.randn(3, dtype=torch.bfloat16)
+    out = {"codes": codes, "scale": scale}  # an int8 quantiser's outputs, a dict as libraries return them
+    assert identical(flatten_outputs(out).tensors, flatten_outputs({"codes": codes.clone(), "scale": scale.clone()}).tensors)
+    assert not identical(flatten_outputs(out).tensors, flatten_outputs({"codes": codes + 1, "scale": scale}).tensors)
+    nan = torch.tensor([float("nan"), 1.0])
+    assert not identical([nan], [nan.clone()])  # NaN never equals: compared by the error model instead
+    assert not identical([codes], [codes.float()]) and not identical([codes], [codes[:6]])
+    assert not identical([codes], [codes, codes])
