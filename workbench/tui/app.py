@@ -20,7 +20,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
 from ..core.events import (
     CaseResult,
@@ -37,7 +37,7 @@ from ..core.live.changes import CaseKey, CaseTiming, compare_with_history, kerne
 from ..core.live.loop import LiveLoop, RunRequest
 from ..core.live.watch import ProjectWatcher, Save
 from ..core.project.folder import Project
-from ..core.project.history import read_records, read_source
+from ..core.project.history import RecentRecords, older_record, read_record, read_source
 from ..core.run.contracts import RunnerLike
 from ..core.run.factory import make_runner
 from ..core.run.session import PluginHooks, RunOutcome
@@ -47,7 +47,8 @@ from .model import LiveSession, RunState
 from .panels import PanelSpec, collect_panels
 from .widgets.bench import AutotunePanel, BenchPanel
 from .widgets.cases import CaseDetail, CasesTable
-from .widgets.changes import ChangesPanel, HistoryPanel
+from .widgets.changes import HISTORY_ROWS, ChangesPanel, HistoryPanel
+from .widgets.footer import KeyBar
 from .widgets.ir import IRPanel
 from .widgets.log import LogPanel
 from .widgets.profile import ProfilePanel
@@ -67,6 +68,15 @@ BENCH_PANELS = frozenset({"status", "bench", "autotune", "log"})  # what events 
 GIL_SWITCH_INTERVAL_S = 0.0005
 NARROW_WIDTH = 130  # below this, the cases table takes more of the width (workbench.tcss, Screen.-narrow)
 # What overtook a run, by the newer request's reason: "run 3 · ... (cancelled: overtaken by a save)".
+# What the app keeps of past runs, whatever the length of the day: the run states (RunState) of the newest runs
+# only (an older run can no longer report), the ids of the newest runs recorded, the timed cases of the newest
+# runs timed (their records hold them too: this is for the comparisons while a record is being read), and the
+# newest entries of the timeline. The history and changes tabs read the newest HISTORY_ROWS records from disk
+# and an older one only when a comparison needs it; the log keeps its last LogPanel.MAX_LINES lines.
+RECENT_RUNS = 3
+RECORDED_KEPT = 32
+TIMED_RUNS_KEPT = 16
+TIMELINE_KEPT = 120
 OVERTAKEN_BY = {"save": "a save", "rerun": "a rerun", "verify only": "a verify-only run", "pin": "a pinned run",
                 "start": "the first run"}
 
@@ -109,8 +119,11 @@ class WorkbenchApp(Actions, App):
         self.runs: dict[int, RunState] = {}
         self.known_configs: dict[str, list[str]] = {}  # autotuned kernel -> its configs, in pin-index order
         self.bench_times: dict[str, dict[CaseKey, CaseTiming]] = {}  # history record id -> its timed cases
-        self.timeline: list[tuple[str, int, str, float]] = []  # (failure|verdict|bench, run id, source hash, shown at)
-        self.recorded: set[int] = set()  # run ids whose outcome is in the history (after RunDone)
+        # (failure|verdict|bench, run id, source hash, shown at), the newest TIMELINE_KEPT
+        self.timeline: list[tuple[str, int, str, float]] = []
+        self.recorded: set[int] = set()  # the newest run ids whose outcome is in the history (after RunDone)
+        self.recent_records = RecentRecords(project, HISTORY_ROWS + 1)  # the history tab's, kept small
+        self._binding_state: tuple[bool, ...] | None = None  # what the key bar shows was last drawn for this
         self._render_due: set[str] = set()  # panels a burst of benchmark events changed, drawn once (render_soon)
         self.profilers = load_profilers(pm)
         self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
@@ -151,7 +164,7 @@ class WorkbenchApp(Actions, App):
                     with TabPane(spec.title, id=f"tab-plugin-{spec.id}"):
                         yield self._plugin_widget(spec)
         yield Static(id="too-small")
-        yield Footer()
+        yield KeyBar()
 
     def _plugin_widget(self, spec: PanelSpec):
         try:
@@ -225,7 +238,7 @@ class WorkbenchApp(Actions, App):
         run_id = self.loop.submit(request)
         if overtaken is not None and overtaken.finished is None:  # the loop kills it: never shown, said so
             self.query_one(LogPanel).cancel_run(overtaken.run_id, f"overtaken by {OVERTAKEN_BY.get(reason, reason)}")
-        self.runs = {k: v for k, v in self.runs.items() if k >= run_id - 2}  # only recent runs can still report
+        self.runs = {k: v for k, v in self.runs.items() if k > run_id - RECENT_RUNS}  # only these can still report
         self.runs[run_id] = RunState(run_id=run_id, request=request)
         self.session.latest = self.runs[run_id]
         self.render_run({"bench", "autotune"})  # what is on screen is stale now
@@ -309,14 +322,20 @@ class WorkbenchApp(Actions, App):
 
     def _shown(self, what: str, run: RunState) -> None:
         self.timeline.append((what, run.run_id, run.source_hash, time.time()))
+        if len(self.timeline) > TIMELINE_KEPT:
+            del self.timeline[:-TIMELINE_KEPT]
 
     def on_run_done(self, message: RunDone) -> None:
         outcome: RunOutcome = message.outcome
         run = self.runs.get(message.run_id)
         if run is not None and outcome.record is not None and run.case_timings():
             self.bench_times[outcome.record.id] = run.case_timings()
+            for old in list(self.bench_times)[:-TIMED_RUNS_KEPT]:
+                del self.bench_times[old]
         if outcome.record is not None:
             self.recorded.add(message.run_id)
+            if len(self.recorded) > RECORDED_KEPT:
+                self.recorded = set(sorted(self.recorded)[-RECORDED_KEPT:])
         if run is not None and message.run_id == self.loop.latest:
             self.refresh_history(exclude=outcome.record.id if outcome.record else "",
                                  source=self.project_source(), current_times=run.case_timings())
@@ -345,7 +364,16 @@ class WorkbenchApp(Actions, App):
             configs = [c.split(": ", 1)[1] for c in run.configs_of(kernel)]
             if configs:
                 self.known_configs[kernel] = configs
-        self.refresh_bindings()
+        self.refresh_keys()
+
+    def refresh_keys(self) -> None:
+        """Refresh the bindings (the key bar is composed again) only when what check_action reads has changed."""
+        session = self.session
+        state = (bool(self.known_configs or session.pins), session.bench_on, bool(session.bench_unavailable),
+                 bool(self.profilers))
+        if state != self._binding_state:
+            self._binding_state = state
+            self.refresh_bindings()
 
     # -- history and changes (read in threads) ----------------------------------------------------
 
@@ -362,19 +390,32 @@ class WorkbenchApp(Actions, App):
     def refresh_history(self, exclude: str = "", source: str | None = None,
                         current_times: dict[CaseKey, CaseTiming] | None = None) -> None:
         unreadable: list[str] = []
-        records = read_records(self.project, unreadable)
-        for line in unreadable:
-            self.call_from_thread(self.notify, line, title="history", severity="warning", timeout=15)
-        series = kernel_time_series(records, self.bench_times)
+        # The newest runs only (one more than the table shows, for its oldest row's change): a long day's
+        # history (up to [history] keep_runs) is not read whole on every save.
+        records, total = self.recent_records.read(unreadable)  # each record read once, kept small
+        times = dict(self.bench_times)  # this thread's copy: the UI thread trims the original
+        series = kernel_time_series(records, times)
         comparisons = None
         if source is not None:
-            comparisons = compare_with_history(records, source, lambda h: read_source(self.project, h),
-                                               self.bench_times, current_times, exclude)
-        self.call_from_thread(self._show_history, records, series, comparisons)
+            # The two runs compared with, read whole: the previous run and the last passing one (older than the
+            # runs listed, read from disk only then).
+            earlier = [r for r in records if r.id != exclude]
+            passing = next((r for r in reversed(earlier) if r.verdict == "passed"), None)
+            if passing is None and earlier:
+                passing = older_record(self.project, earlier[0].id, lambda r: r.verdict == "passed", unreadable)
+            wanted = {r.id for r in (earlier[-1:] + [passing]) if r is not None}
+            whole = [read_record(self.project, i, unreadable) or r for r in earlier if (i := r.id) in wanted]
+            if passing is not None and passing.id not in {r.id for r in earlier}:
+                whole.insert(0, passing)
+            comparisons = compare_with_history(whole, source, lambda h: read_source(self.project, h), times,
+                                               current_times, exclude)
+        for line in unreadable:
+            self.call_from_thread(self.notify, line, title="history", severity="warning", timeout=15)
+        self.call_from_thread(self._show_history, records, series, comparisons, total)
 
-    def _show_history(self, records, series, comparisons) -> None:
+    def _show_history(self, records, series, comparisons, total: int | None = None) -> None:
         self.session.kernel_times = [ms for _, ms in series]
-        self.query_one(HistoryPanel).show(records, {record.id: ms for record, ms in series})
+        self.query_one(HistoryPanel).show(records, {record.id: ms for record, ms in series}, total)
         if comparisons is not None:
             self.query_one(ChangesPanel).show(comparisons)
         self.render_status()

@@ -229,6 +229,80 @@ def read_records(project: Project, unreadable: list[str] | None = None) -> list[
     return [r for r in (_read(path, unreadable) for path in _record_paths(project)) if r is not None]
 
 
+class RecentRecords:
+    """The newest `last` records of a project, each read once and kept small: what a view of the recent runs
+    (the app's history tab) needs on every save, whatever the history's size. A record is written once and never
+    changed, so only new files are read; a record on CPU can hold hundreds of kB (every case and config), and
+    reading them all again on each save made the app's memory grow with the history."""
+
+    KEYS = ("version", "id", "created", "source_hash", "stages", "mode", "device", "verdict", "counts", "after",
+            "bench_summary")
+    BENCH_KEYS = ("case_index", "label", "median_ms", "gpu")
+
+    def __init__(self, project: Project, last: int):
+        self.project, self.last = project, last
+        self._kept: dict[str, RunRecord] = {}  # file name -> its small record
+
+    def read(self, unreadable: list[str] | None = None) -> tuple[list[RunRecord], int]:
+        """(the newest `last` readable records, oldest first, kept small; how many record files there are)."""
+        paths = _record_paths(self.project)
+        kept: dict[str, RunRecord] = {}
+        for path in paths[-self.last:] if self.last > 0 else []:
+            small = self._kept.get(path.name)
+            if small is None:
+                record = _read(path, unreadable)
+                if record is None:
+                    continue
+                small = self.small(record)
+            kept[path.name] = small
+        self._kept = kept
+        return list(kept.values()), len(paths)
+
+    @classmethod
+    def small(cls, record: RunRecord) -> RunRecord:
+        """The record less what a list of runs never reads (each case's results, tracebacks, samples); its
+        problems by kind only, as its verdict reads them. The whole record where the verdict would differ."""
+        data = record.data
+        small: dict[str, Any] = {k: data[k] for k in cls.KEYS if k in data}
+        problems = [p for p in data.get("problems") or [] if isinstance(p, dict)]
+        kinds = [{"kind": p.get("kind", ""), "n": n} for n, p in enumerate(problems)]
+        small["problems"] = kinds
+        if "after_verification" in data:
+            later = [p for p in data.get("after_verification") or [] if isinstance(p, dict)]
+            small["after_verification"] = [next((kinds[n] for n, q in enumerate(problems) if q == p),
+                                                {"kind": p.get("kind", ""), "n": -1 - m}) for m, p in enumerate(later)]
+        small["bench"] = [{**{k: row[k] for k in cls.BENCH_KEYS if k in row},
+                           "kernel": {"median_ms": (row.get("kernel") or {}).get("median_ms")}}
+                          for row in data.get("bench") or [] if isinstance(row, dict)
+                          and isinstance(row.get("kernel") or {}, dict)]
+        small["devices"] = [{"gpu": d.get("gpu"), "name": d.get("name")} for d in data.get("devices") or []
+                            if isinstance(d, dict)]
+        shrunk = RunRecord(id=record.id, data=small)
+        try:
+            same = shrunk.verdict == record.verdict and shrunk.verdict_label == record.verdict_label
+        except Exception:  # noqa: BLE001 - a record edited by hand: kept whole, as it was read
+            same = False
+        return shrunk if same else record
+
+
+def read_record(project: Project, run_id: str, unreadable: list[str] | None = None) -> RunRecord | None:
+    """One record, whole, by its run id (None when there is no such file or it cannot be read)."""
+    path = history_dir(project) / f"{run_id}.json"
+    return _read(path, unreadable) if path.is_file() else None
+
+
+def older_record(project: Project, before: str, wanted, unreadable: list[str] | None = None) -> RunRecord | None:
+    """The newest record older than run `before` for which `wanted(record)` holds, read newest first and one at
+    a time: no more files than it takes."""
+    for path in reversed(_record_paths(project)):
+        if path.stem >= before:
+            continue
+        record = _read(path, unreadable)
+        if record is not None and wanted(record):
+            return record
+    return None
+
+
 def last_record(project: Project, unreadable: list[str] | None = None) -> RunRecord | None:
     """The newest readable record, reading no more files than it takes (newer unreadable ones said)."""
     for path in reversed(_record_paths(project)):

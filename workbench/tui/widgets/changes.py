@@ -51,11 +51,12 @@ def comparison_body(comparison: Comparison) -> Text:
     return diff_text(comparison.diff)
 
 
+HISTORY_ROWS = 200  # the newest runs the table lists (the app reads no more of the history for it)
 HISTORY_COLUMNS = ("when", "run", "source", "verdict", "cases", "kernel time", "Δ prev")
 
 
 class HistoryPanel(Vertical):
-    """Kernel time across saves (sparkline), and every recorded run, newest first."""
+    """Kernel time across saves (sparkline), and the newest HISTORY_ROWS recorded runs, newest first."""
 
     def compose(self):
         yield Static(id="history-head", classes="panel-head")
@@ -65,10 +66,14 @@ class HistoryPanel(Vertical):
     def on_mount(self) -> None:
         self.query_one("#history-table", DataTable).add_columns(*HISTORY_COLUMNS)
 
-    def show(self, records: list[RunRecord], times: dict[str, float]) -> None:
-        """`times`: record id -> the run's kernel time (ms), for the runs that were timed."""
+    def show(self, records: list[RunRecord], times: dict[str, float], total: int | None = None) -> None:
+        """`times`: record id -> the run's kernel time (ms), for the runs that were timed; `records`: the newest
+        runs, oldest first; `total`: how many the history holds (`workbench history` lists them all)."""
         series = [times[r.id] for r in records if r.id in times]
-        head = Text(f"{len(records)} runs recorded", style="bold")
+        total = len(records) if total is None else max(total, len(records))
+        head = Text(f"{total} runs recorded", style="bold")
+        if total > HISTORY_ROWS:
+            head.append(f" (the newest {HISTORY_ROWS} listed: `workbench history` lists them all)", style="grey62")
         if series:
             head.append(f" · kernel time (geometric mean over benchmark cases): best {fmt_ms(min(series))}, "
                         f"last {fmt_ms(series[-1])}", style="grey62")
@@ -91,7 +96,7 @@ class HistoryPanel(Vertical):
             if ms is not None:
                 previous = ms
             rows.append((record, ms, change))
-        for record, ms, change in reversed(rows[-200:]):
+        for record, ms, change in reversed(rows[-HISTORY_ROWS:]):
             counts = record.data.get("counts") or {}
             total = sum(counts.get(k, 0) for k in ("passed", "failed", "errors"))
             verdict_name = record.verdict

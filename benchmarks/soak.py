@@ -1,0 +1,309 @@
+"""A day in the app: memory over hundreds of saves, in `workbench watch` and in `workbench mcp`.
+
+    python benchmarks/soak.py app --saves 500 --interval 3 --out /tmp/soak     # the live loop
+    python benchmarks/soak.py mcp --saves 500 --out /tmp/soak                  # an agent's verify calls
+
+A project is scaffolded (`workbench new gelu`, --scaffold to change) in a fresh folder. Its kernel.py is then
+rewritten --saves times, in turn: correct, wrong in 1% of its output's elements (kernel_fn's output, every
+100th element, plus one), and a syntax error; each save differs from every other (a numbered comment).
+
+- app: the real `workbench watch` in a pseudo-terminal (160x45). Each save is written the way an editor
+  saves (temp file, rename), and its verdict waited for: the run's record in the project's history (the app
+  records its runs); then the next save comes --interval seconds after this one, or at once when the run
+  took longer.
+- mcp: `workbench mcp` through the SDK's client over stdio; each save is followed by one `verify` call.
+
+After each verdict the resident memory (RSS, from /proc) of the process under test and of each of its
+descendants (workers, the fork server, compile processes) is sampled. Written to --out: soak_<mode>.csv (one
+row per save) and soak_<mode>.json (the rows and a summary). The summary: RSS after the first verdict,
+after 20 saves, at the end and at its highest, and the end against after-20 (target: within 10 MB over 500
+saves). Works with or without a GPU (without one, the workers run the Triton interpreter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_MB = 10.0
+KINDS = ("correct", "wrong 1%", "syntax error")
+WRONG = '''
+
+_soak_kernel_fn = kernel_fn
+
+
+def kernel_fn(*args, **kwargs):  # wrong in 1% of the output's elements
+    out = _soak_kernel_fn(*args, **kwargs)
+    out.view(-1)[::100] += 1.0
+    return out
+'''
+BROKEN = "\n\ndef broken(:\n"
+
+
+def variant(good: str, n: int) -> tuple[str, str]:
+    kind = KINDS[n % 3]
+    body = good + (WRONG if kind == "wrong 1%" else BROKEN if kind == "syntax error" else "")
+    return kind, body + f"\n# soak save {n}\n"
+
+
+def editor_save(path: Path, text: str) -> None:
+    temp = path.with_name(f".{path.name}.soak")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
+# -- /proc ---------------------------------------------------------------------------------------------------
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return 0.0  # a zombie has no VmRSS line
+
+
+def children_of() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree, found, todo = children_of(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def command_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def sample(pid: int) -> dict:
+    children = {child: rss_mb(child) for child in descendants(pid)}
+    children = {child: mb for child, mb in children.items() if mb is not None}
+    own = rss_mb(pid)
+    return {"rss_mb": round(own, 2) if own is not None else None, "children": len(children),
+            "children_rss_mb": round(sum(children.values()), 1),
+            "largest_child_mb": round(max(children.values(), default=0.0), 1)}
+
+
+# -- the project ---------------------------------------------------------------------------------------------
+
+def scaffold(work: Path, name: str) -> Path:
+    subprocess.run([sys.executable, "-m", "workbench.cli", "new", name, "--dir", str(work)], check=True,
+                   capture_output=True, cwd=ROOT)
+    return work / name
+
+
+def records(project: Path) -> list[Path]:
+    folder = project / ".workbench" / "history"
+    return sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def record_of(project: Path, source_hash: str, seen: int, timeout: float) -> dict | None:
+    """The first record after the `seen` first whose source is `source_hash` (the save's run), waited for."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in records(project)[seen:]:
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # being written
+            if data.get("source_hash") == source_hash and data.get("verdict") != "cancelled":
+                return data
+        time.sleep(0.05)
+    return None
+
+
+def hash_of(path: Path) -> str:
+    sys.path.insert(0, str(ROOT))
+    from workbench.core.project.folder import Project
+
+    return Project.open(str(path.parent)).source_hash()
+
+
+# -- app ------------------------------------------------------------------------------------------------------
+
+def soak_app(project: Path, saves: int, interval: float, progress) -> list[dict]:
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    app = subprocess.Popen([sys.executable, "-m", "workbench.cli", "watch", str(project)], stdin=slave, stdout=slave,
+                           stderr=slave, env=env, cwd=str(project), start_new_session=True)
+    os.close(slave)
+    stop = threading.Event()
+
+    def drain() -> None:  # the screen's output, read and dropped: a full terminal buffer would stall the app
+        while not stop.is_set():
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    if not os.read(master, 65536):
+                        return
+                except OSError:
+                    return
+
+    threading.Thread(target=drain, daemon=True).start()
+    rows: list[dict] = []
+    try:
+        kernel = project / "kernel.py"
+        good = kernel.read_text()
+        first = record_of(project, hash_of(kernel), 0, 300)
+        if first is None:
+            raise SystemExit("the app recorded no first run in 300 s")
+        rows.append({"save": 0, "kind": "start", "verdict": first.get("verdict"), "verdict_s": None,
+                     **sample(app.pid)})
+        progress(rows[-1])
+        for n in range(1, saves + 1):
+            kind, text = variant(good, n)
+            seen = len(records(project))
+            saved = time.monotonic()
+            editor_save(kernel, text)
+            record = record_of(project, hash_of(kernel), seen, 300)
+            took = time.monotonic() - saved
+            if app.poll() is not None:
+                raise SystemExit(f"the app exited ({app.returncode}) at save {n}")
+            rows.append({"save": n, "kind": kind, "verdict": record.get("verdict") if record else "timed out",
+                         "verdict_s": round(took, 2), **sample(app.pid)})
+            progress(rows[-1])
+            time.sleep(max(0.0, interval - (time.monotonic() - saved)))
+    finally:
+        stop.set()
+        try:
+            os.killpg(app.pid, signal.SIGTERM)
+            app.wait(timeout=15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(app.pid, signal.SIGKILL)
+        os.close(master)
+    return rows
+
+
+# -- mcp ------------------------------------------------------------------------------------------------------
+
+async def soak_mcp(work: Path, name: str, saves: int, progress) -> list[dict]:
+    from mcp import Client, StdioServerParameters
+
+    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "workbench.cli", "mcp", "--root", str(work)],
+                                   env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])},
+                                   cwd=str(work))
+    rows: list[dict] = []
+    async with Client(params, read_timeout_seconds=600) as client:
+        servers = [p for p in descendants(os.getpid()) if "workbench.cli mcp" in command_of(p)]
+        if not servers:
+            raise SystemExit("no `workbench mcp` process found among this one's children")
+        server = servers[0]
+        await client.call_tool("new", {"name": name, "dir": "projects"})
+        kernel = work / "projects" / name / "kernel.py"
+        good = kernel.read_text()
+        for n in range(0, saves + 1):
+            kind, text = ("start", good) if n == 0 else variant(good, n)
+            editor_save(kernel, text)
+            started = time.monotonic()
+            result = await client.call_tool("verify", {"project": f"projects/{name}"})
+            data = result.structured_content or {}
+            rows.append({"save": n, "kind": kind, "verdict": data.get("verdict"),
+                         "verdict_s": round(time.monotonic() - started, 2), **sample(server)})
+            progress(rows[-1])
+    return rows
+
+
+# -- the summary --------------------------------------------------------------------------------------------
+
+def summary(rows: list[dict]) -> dict:
+    rss = [r["rss_mb"] for r in rows if r["rss_mb"] is not None]
+    after = {r["save"]: r["rss_mb"] for r in rows}
+    saves = max(after)
+    at20 = after.get(20)
+    tail = [r["rss_mb"] for r in rows if r["save"] > saves - max(5, saves // 10)]
+    times = [r["verdict_s"] for r in rows if r["verdict_s"] is not None]
+    out = {"saves": saves, "rss_start_mb": round(rss[0], 1), "rss_after_20_mb": round(at20, 1) if at20 else None,
+           "rss_end_mb": round(rss[-1], 1), "rss_max_mb": round(max(rss), 1),
+           "rss_tail_median_mb": round(statistics.median(tail), 1),
+           "children_end": rows[-1]["children"], "children_rss_end_mb": rows[-1]["children_rss_mb"],
+           "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in sorted({str(r["verdict"]) for r in rows})},
+           "verdict_s_median": round(statistics.median(times), 2) if times else None,
+           "verdict_s_range": [min(times), max(times)] if times else None}
+    if at20:
+        out["growth_after_20_mb"] = round(rss[-1] - at20, 1)
+        out["growth_per_save_kb"] = round((rss[-1] - at20) * 1024 / max(1, saves - 20), 1)
+        out["within_target"] = abs(rss[-1] - at20) <= TARGET_MB and max(rss[20:], default=at20) - at20 <= TARGET_MB
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("app", "mcp"))
+    parser.add_argument("--saves", type=int, default=500)
+    parser.add_argument("--interval", type=float, default=3.0, help="seconds from one save to the next (app)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--scaffold", default="gelu")
+    parser.add_argument("--keep", action="store_true", help="keep the scaffolded project's folder")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    started = time.monotonic()
+
+    def progress(row: dict) -> None:
+        if row["save"] % 10 == 0 or row["verdict"] == "timed out":
+            print(f"  save {row['save']:>4} {row['kind']:<12} {str(row['verdict']):<10} "
+                  f"{row['verdict_s'] or 0:6.2f} s  RSS {row['rss_mb']:7.1f} MB  children {row['children']} "
+                  f"({row['children_rss_mb']:.0f} MB)  [{time.monotonic() - started:.0f} s]", flush=True)
+
+    try:
+        if args.mode == "app":
+            rows = soak_app(scaffold(work, args.scaffold), args.saves, args.interval, progress)
+        else:
+            import anyio
+
+            rows = anyio.run(soak_mcp, work, args.scaffold, args.saves, progress)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    result = {"mode": args.mode, "scaffold": args.scaffold, "interval_s": args.interval,
+              "wall_s": round(time.monotonic() - started, 1), "summary": summary(rows), "rows": rows}
+    with open(args.out / f"soak_{args.mode}.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (args.out / f"soak_{args.mode}.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

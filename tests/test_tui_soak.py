@@ -1,0 +1,80 @@
+"""A day in the app: hundreds of runs through the app's run model leave what it holds flat.
+
+Canned runs (no worker) go through the real app, headless, as the live loop posts them: a passing run with its
+benchmark, a failing one and one that does not compile, in turn, each recorded. After 20 runs and after 200, the
+objects alive are counted: widgets, and what the app keeps per run (run states, the timeline, recorded ids,
+timed cases), with the stores' bounds made small so that 44 runs pass them. A store that keeps something per
+run without bound fails this test; so did the key bar, which kept every key it had shown (footer.py).
+"""
+
+import gc
+import time
+
+from textual.dom import DOMNode
+from tui_helpers import READY_GPU, app_for, bench_events, case_events, compile_problem, rmsnorm_project
+
+from workbench.core.events import RunFinished
+from workbench.core.live.loop import RunRequest
+from workbench.core.project.history import RunRecord
+from workbench.core.run.session import RunOutcome
+from workbench.core.verdict import Tally
+from workbench.tui import app as app_module
+from workbench.tui.messages import RunDone, RunEvent
+
+SIZE = (160, 45)
+WARM, RUNS = 8, 44
+
+
+def run_events(n: int, kernel_path: str) -> tuple[list, RunFinished]:
+    kind = n % 3
+    if kind == 0:
+        return [READY_GPU, *case_events(failing=False), *bench_events()], RunFinished(verdict="passed", duration_s=2.4)
+    if kind == 1:
+        return [READY_GPU, *case_events(failing=True)], RunFinished(verdict="failed", duration_s=1.1)
+    return [READY_GPU, compile_problem(kernel_path)], RunFinished(verdict="error", duration_s=0.4)
+
+
+async def one_run(app, pilot, n: int) -> None:
+    run_id = app.submit("save")
+    events, finished = run_events(n, str(app.project.kernel_path))
+    for event in [*events, finished]:
+        app.post_message(RunEvent(run_id, event))
+    record = RunRecord(id=f"20261127-0000{n:04d}", data={"verdict": finished.verdict, "created": time.time()})
+    outcome = RunOutcome(project=app.project, source_hash=f"{n:016x}", tally=Tally(), finished=finished,
+                         record=record)
+    app.post_message(RunDone(run_id, RunRequest(stages=("verify", "bench")), outcome))
+    await pilot.pause()
+
+
+def held(app) -> dict[str, int]:
+    """What the app holds, counted: every widget alive (in the DOM or not), and its per-run stores."""
+    gc.collect()
+    objects = gc.get_objects()
+    return {"widgets alive": sum(issubclass(type(o), DOMNode) for o in objects),
+            "widgets in the DOM": len(list(app.screen.walk_children(with_self=True))),
+            "run states": len(app.runs), "timeline entries": len(app.timeline),
+            "recorded run ids": len(app.recorded), "timed runs": len(app.bench_times),
+            "objects": len(objects)}
+
+
+# Each store's bound, made small here (the app's are larger): 44 runs go well past every one of them.
+BOUNDS = {"run states": ("RECENT_RUNS", 3), "timeline entries": ("TIMELINE_KEPT", 10),
+          "recorded run ids": ("RECORDED_KEPT", 8), "timed runs": ("TIMED_RUNS_KEPT", 4)}
+
+
+async def test_hundreds_of_runs_leave_the_apps_state_flat(tmp_path, monkeypatch):
+    for name, value in BOUNDS.values():
+        monkeypatch.setattr(app_module, name, value, raising=False)
+    app = app_for(rmsnorm_project(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        for n in range(WARM):
+            await one_run(app, pilot, n)
+        before = held(app)
+        for n in range(WARM, RUNS):
+            await one_run(app, pilot, n)
+        after = held(app)
+    assert after["widgets alive"] <= before["widgets alive"], (before, after)  # was +4 a run: the key bar's keys
+    assert after["widgets in the DOM"] == before["widgets in the DOM"], (before, after)
+    for key, (_, bound) in BOUNDS.items():
+        assert after[key] <= bound, (key, before, after)
+    assert after["objects"] < before["objects"] * 1.02, (before, after)
