@@ -274,6 +274,7 @@ def main() -> int:
     parser.add_argument("--scaffold", default="gelu")
     parser.add_argument("--keep", action="store_true", help="keep the scaffolded project's folder")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: the app and its workers are ended too
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     started = time.monotonic()

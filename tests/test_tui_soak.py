@@ -3,7 +3,7 @@
 Canned runs (no worker) go through the real app, headless, as the live loop posts them: a passing run with its
 benchmark, a failing one and one that does not compile, in turn, each recorded. After 20 runs and after 200, the
 objects alive are counted: widgets, and what the app keeps per run (run states, the timeline, recorded ids,
-timed cases), with the stores' bounds made small so that 44 runs pass them. A store that keeps something per
+timed cases, the log), with the stores' bounds made small so that 44 runs pass them. A store that keeps something per
 run without bound fails this test; so did the key bar, which kept every key it had shown (footer.py).
 """
 
@@ -20,6 +20,7 @@ from workbench.core.run.session import RunOutcome
 from workbench.core.verdict import Tally
 from workbench.tui import app as app_module
 from workbench.tui.messages import RunDone, RunEvent
+from workbench.tui.widgets.log import LogPanel
 
 SIZE = (160, 45)
 WARM, RUNS = 8, 44
@@ -50,21 +51,25 @@ def held(app) -> dict[str, int]:
     """What the app holds, counted: every widget alive (in the DOM or not), and its per-run stores."""
     gc.collect()
     objects = gc.get_objects()
+    log = app.query_one(LogPanel)  # its tab never shown: what it is given waits to be drawn
     return {"widgets alive": sum(issubclass(type(o), DOMNode) for o in objects),
             "widgets in the DOM": len(list(app.screen.walk_children(with_self=True))),
             "run states": len(app.runs), "timeline entries": len(app.timeline),
             "recorded run ids": len(app.recorded), "timed runs": len(app.bench_times),
+            "log entries": len(log.lines) + len(getattr(log, "_deferred_renders", ())),
             "objects": len(objects)}
 
 
 # Each store's bound, made small here (the app's are larger): 44 runs go well past every one of them.
 BOUNDS = {"run states": ("RECENT_RUNS", 3), "timeline entries": ("TIMELINE_KEPT", 10),
           "recorded run ids": ("RECORDED_KEPT", 8), "timed runs": ("TIMED_RUNS_KEPT", 4)}
+LOG_LINES = 30
 
 
 async def test_hundreds_of_runs_leave_the_apps_state_flat(tmp_path, monkeypatch):
     for name, value in BOUNDS.values():
         monkeypatch.setattr(app_module, name, value, raising=False)
+    monkeypatch.setattr(LogPanel, "MAX_LINES", LOG_LINES, raising=False)
     app = app_for(rmsnorm_project(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         for n in range(WARM):
@@ -77,4 +82,5 @@ async def test_hundreds_of_runs_leave_the_apps_state_flat(tmp_path, monkeypatch)
     assert after["widgets in the DOM"] == before["widgets in the DOM"], (before, after)
     for key, (_, bound) in BOUNDS.items():
         assert after[key] <= bound, (key, before, after)
+    assert after["log entries"] <= LOG_LINES, (before, after)
     assert after["objects"] < before["objects"] * 1.02, (before, after)

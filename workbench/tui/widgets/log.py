@@ -17,12 +17,25 @@ TRACEBACK_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 class LogPanel(RichLog):
     """A run's header is written with its first line (so a run overtaken before it said anything gets one header
-    that says so, `cancel_run`), then what it reports."""
+    that says so, `cancel_run`), then what it reports. It keeps its last MAX_LINES lines; until the Log tab is
+    first shown (RichLog renders once it knows its width) its last MAX_LINES writes, each a line or more."""
+
+    MAX_LINES = 4000
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(max_lines=4000, wrap=True, markup=False, highlight=False, **kwargs)
+        super().__init__(max_lines=self.MAX_LINES, wrap=True, markup=False, highlight=False, **kwargs)
         self.pending: tuple[int, str] | None = None  # (run id, header) of the run begun, not yet written
         self.headed: int | None = None  # the run whose header was written last
+
+    def write(self, *args, **kwargs):
+        """RichLog.write; writes kept for later (the tab not shown yet) are bounded as the lines are: RichLog
+        keeps every one of them (a day in the app with the Log tab never opened kept each save's)."""
+        result = super().write(*args, **kwargs)
+        deferred = getattr(self, "_deferred_renders", None)
+        if deferred is not None and self.max_lines and len(deferred) > self.max_lines:
+            for _ in range(len(deferred) - self.max_lines):
+                deferred.popleft()
+        return result
 
     def begin_run(self, title: str, run_id: int = 0) -> None:
         self._flush()
