@@ -84,3 +84,46 @@ async def test_hundreds_of_runs_leave_the_apps_state_flat(tmp_path, monkeypatch)
         assert after[key] <= bound, (key, before, after)
     assert after["log entries"] <= LOG_LINES, (before, after)
     assert after["objects"] < before["objects"] * 1.02, (before, after)
+
+
+def test_the_history_tab_reads_each_record_once_and_keeps_it_small(tmp_path, monkeypatch):
+    """The app's history tab reads the newest records on every save: a record is read from disk once, kept
+    without its cases (hundreds of kB each on the CPU), and says the same verdict as the whole record."""
+    from workbench.core.project import history
+    from workbench.core.project.folder import Project
+
+    (tmp_path / "kernel.py").write_text("# a kernel\n")
+    project = Project.open(tmp_path)
+    cases = [{"case_index": i, "messages": ["x" * 2000], "error_map": [[0.0] * 50] * 20} for i in range(20)]
+    compile_error = {"kind": "compile", "message": "does not compile", "traceback": "t" * 5000}
+    refused = {"kind": "no_gpu", "message": "nothing timed here"}
+    kinds = [({"passed": 20, "failed": 0, "errors": 0}, [], None),
+             ({"passed": 19, "failed": 1, "errors": 0}, [], None),
+             ({"passed": 0, "failed": 0, "errors": 1}, [compile_error], None),
+             ({"passed": 20, "failed": 0, "errors": 0}, [refused], [refused])]
+    for n in range(12):
+        counts, problems, later = kinds[n % 4]
+        data = {"id": f"run-{n:04d}", "source_hash": f"{n:016x}", "stages": ["verify", "bench"], "counts": counts,
+                "problems": problems, "cases": cases,
+                "bench": [{"case_index": 20, "label": "n=1", "median_ms": 0.5 + n,
+                           "kernel": {"median_ms": 0.5 + n, "samples_ms": [0.5] * 500}}]}
+        if later is not None:
+            data["after_verification"], data["after"] = later, "verify"
+        history.append_record(project, data, f"# version {n}\n")
+    reads = []
+    real_read = history._read
+    monkeypatch.setattr(history, "_read", lambda path, unreadable=None: reads.append(path) or real_read(path,
+                                                                                                         unreadable))
+    recent = history.RecentRecords(project, 8)
+    small, total = recent.read()
+    assert total == 12 and [r.id for r in small] == [f"run-{n:04d}" for n in range(4, 12)]
+    whole = {r.id: r for r in history.read_records(project)}
+    for record in small:
+        assert (record.verdict, record.verdict_label) == (whole[record.id].verdict, whole[record.id].verdict_label)
+        assert record.data["counts"] == whole[record.id].data["counts"] and "cases" not in record.data
+        assert record.data["bench"][0]["kernel"] == {"median_ms": whole[record.id].data["bench"][0]["median_ms"]}
+    assert {r.verdict for r in small} == {"passed", "failed", "error"}
+    reads.clear()
+    history.append_record(project, {"id": "run-0012", "source_hash": "c" * 16, "counts": kinds[0][0]}, "# 12\n")
+    small, total = recent.read()
+    assert total == 13 and small[-1].id == "run-0012" and [p.stem for p in reads] == ["run-0012"]  # only the new one
