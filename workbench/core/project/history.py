@@ -176,7 +176,10 @@ def prune(project: Project, keep_runs: int, keep_mb: float) -> list[str]:
 
 def _drop_unnamed_sources(project: Project) -> None:
     named: set[str] = set()
-    for record in read_records(project):
+    for path in _record_paths(project):  # one record at a time: a long history's records whole would be 100s of MB
+        record = _read(path)
+        if record is None:
+            continue
         named.add(record.source_hash)
         named.update(str(v) for v in (record.data.get("files") or {}).values())
     for path in _source_paths(project):
