@@ -129,6 +129,14 @@ def scaffold(work: Path, name: str) -> Path:
     return work / name
 
 
+def limit_history(project: Path, keep_runs: int | None) -> None:
+    """[history] keep_runs in the project's workbench.toml: a soak shorter than the default 500 runs that still
+    passes the limit (the history is pruned as runs are recorded, in the process that records them)."""
+    if keep_runs is not None:
+        with open(project / "workbench.toml", "a") as toml:
+            toml.write(f"\n[history]\nkeep_runs = {keep_runs}\n")
+
+
 def records(project: Path) -> list[Path]:
     folder = project / ".workbench" / "history"
     return sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
@@ -158,7 +166,8 @@ def hash_of(path: Path) -> str:
 
 # -- app ------------------------------------------------------------------------------------------------------
 
-def soak_app(project: Path, saves: int, interval: float, progress) -> list[dict]:
+def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: int | None = None) -> list[dict]:
+    limit_history(project, keep_runs)
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45",
@@ -214,7 +223,7 @@ def soak_app(project: Path, saves: int, interval: float, progress) -> list[dict]
 
 # -- mcp ------------------------------------------------------------------------------------------------------
 
-async def soak_mcp(work: Path, name: str, saves: int, progress) -> list[dict]:
+async def soak_mcp(work: Path, name: str, saves: int, progress, keep_runs: int | None = None) -> list[dict]:
     from mcp import Client, StdioServerParameters
 
     env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
@@ -229,6 +238,7 @@ async def soak_mcp(work: Path, name: str, saves: int, progress) -> list[dict]:
         server = servers[0]
         await client.call_tool("new", {"name": name, "dir": "projects"})
         kernel = work / "projects" / name / "kernel.py"
+        limit_history(kernel.parent, keep_runs)
         good = kernel.read_text()
         for n in range(0, saves + 1):
             kind, text = ("start", good) if n == 0 else variant(good, n)
@@ -273,6 +283,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--scaffold", default="gelu")
     parser.add_argument("--keep", action="store_true", help="keep the scaffolded project's folder")
+    parser.add_argument("--keep-runs", type=int, help="the project's [history] keep_runs (default: as scaffolded, "
+                        "500): a lower one has a shorter soak prune the history too")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: the app and its workers are ended too
     args.out.mkdir(parents=True, exist_ok=True)
@@ -287,15 +299,15 @@ def main() -> int:
 
     try:
         if args.mode == "app":
-            rows = soak_app(scaffold(work, args.scaffold), args.saves, args.interval, progress)
+            rows = soak_app(scaffold(work, args.scaffold), args.saves, args.interval, progress, args.keep_runs)
         else:
             import anyio
 
-            rows = anyio.run(soak_mcp, work, args.scaffold, args.saves, progress)
+            rows = anyio.run(soak_mcp, work, args.scaffold, args.saves, progress, args.keep_runs)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    result = {"mode": args.mode, "scaffold": args.scaffold, "interval_s": args.interval,
+    result = {"mode": args.mode, "scaffold": args.scaffold, "interval_s": args.interval, "keep_runs": args.keep_runs,
               "wall_s": round(time.monotonic() - started, 1), "summary": summary(rows), "rows": rows}
     with open(args.out / f"soak_{args.mode}.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))

@@ -72,7 +72,8 @@ NARROW_WIDTH = 130  # below this, the cases table takes more of the width (workb
 # only (an older run can no longer report), the ids of the newest runs recorded, the timed cases of the newest
 # runs timed (their records hold them too: this is for the comparisons while a record is being read), and the
 # newest entries of the timeline. The history and changes tabs read the newest HISTORY_ROWS records from disk
-# and an older one only when a comparison needs it; the log keeps its last LogPanel.MAX_LINES lines.
+# and an older one only when a comparison needs it; the log keeps its last LogPanel.MAX_LINES lines (its last
+# LogPanel.DEFERRED_WRITES writes while the Log tab has never been shown).
 RECENT_RUNS = 3
 RECORDED_KEPT = 32
 TIMED_RUNS_KEPT = 16

@@ -18,9 +18,11 @@ TRACEBACK_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 class LogPanel(RichLog):
     """A run's header is written with its first line (so a run overtaken before it said anything gets one header
     that says so, `cancel_run`), then what it reports. It keeps its last MAX_LINES lines; until the Log tab is
-    first shown (RichLog renders once it knows its width) its last MAX_LINES writes, each a line or more."""
+    first shown (RichLog renders once it knows its width) its last DEFERRED_WRITES writes, each a line or more
+    (a save with a syntax error writes ~9 kB of them: the whole kernel.py in its excerpt, the traceback)."""
 
     MAX_LINES = 4000
+    DEFERRED_WRITES = 500
 
     def __init__(self, **kwargs) -> None:
         super().__init__(max_lines=self.MAX_LINES, wrap=True, markup=False, highlight=False, **kwargs)
@@ -32,8 +34,9 @@ class LogPanel(RichLog):
         keeps every one of them (a day in the app with the Log tab never opened kept each save's)."""
         result = super().write(*args, **kwargs)
         deferred = getattr(self, "_deferred_renders", None)
-        if deferred is not None and self.max_lines and len(deferred) > self.max_lines:
-            for _ in range(len(deferred) - self.max_lines):
+        kept = min(self.max_lines or self.DEFERRED_WRITES, self.DEFERRED_WRITES)
+        if deferred is not None and len(deferred) > kept:
+            for _ in range(len(deferred) - kept):
                 deferred.popleft()
         return result
 
