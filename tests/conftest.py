@@ -1,4 +1,5 @@
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -38,14 +39,44 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
+def _large_index_runs() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+LARGE_INDEX_RUNS = _large_index_runs()
+
+
+def without_large_index(toml: str | None) -> str:
+    """The workbench.toml with `large_index = false` in its [verify] table (one appended where it has none: the
+    lines as written keep their numbers and tables)."""
+    text = toml or ""
+    if "large_index" in text:
+        return text
+    lines = text.splitlines()
+    header = re.compile(r"^\s*\[verify\]\s*(#.*)?$")
+    at = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if at is None:
+        return text + ("\n" if text and not text.endswith("\n") else "") + "\n[verify]\nlarge_index = false\n"
+    lines.insert(at + 1, "large_index = false")
+    return "\n".join(lines) + "\n"
+
+
 @pytest.fixture
 def make_project(tmp_path):
     """Write a project folder holding kernel.py (and workbench.toml) and return its path."""
 
-    def make(source: str, name: str = "proj", toml: str | None = None) -> Path:
+    def make(source: str, name: str = "proj", toml: str | None = None, large_index: bool = False) -> Path:
+        """`large_index`: keep the large-index cases past 2^31 elements (verify/large_index.py, GPU only). Off
+        unless asked: the fixture kernels are written for the checks their tests are about, most with 32-bit
+        offsets, and tests/test_large_index_gpu.py is where those cases are tested. Where they never run (no
+        GPU) the project is written as given."""
         folder = tmp_path / name
         folder.mkdir(parents=True)
         (folder / "kernel.py").write_text(source)
+        if not large_index and LARGE_INDEX_RUNS:
+            toml = without_large_index(toml)
         if toml is not None:
             (folder / "workbench.toml").write_text(toml)
         return folder

@@ -398,3 +398,111 @@ WORKBENCH_TOML = {
     "LAYERNORM_16BIT_STATS": "[verify]\n# the mean is saved in the 16-bit dtype: rows far from zero lose digits by design\n"
                              "value_stress = false\n",
 }
+
+# -- large index (verify/large_index.py): right below 2^31 elements, wrong past it --------------------------------
+
+ROW_SCALE_INT64 = HEADER + '''
+import logging
+
+logger = logging.getLogger(__name__)
+MAX_COLS = 4096  # one row per program, the whole row in one block
+
+
+@triton.jit
+def _row_scale(x_ptr, w_ptr, y_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # row * stride passes 2^31 on large activations
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    tl.store(y_ptr + row * stride + cols, x * w, mask=mask)
+
+
+def row_scale(x, weight):
+    if x.shape[-1] > MAX_COLS:
+        raise ValueError(f"row_scale: at most {MAX_COLS} columns, got {x.shape[-1]}")
+    x2 = x.reshape(-1, x.shape[-1])
+    y = torch.empty_like(x2)
+    logger.debug("row_scale %s", tuple(x2.shape))
+    _row_scale[(x2.shape[0],)](x2, weight, y, x2.stride(0), x2.shape[1], BLOCK=triton.next_power_of_2(x2.shape[1]))
+    return y.view(x.shape)
+
+
+kernel_fn = row_scale
+
+
+def reference_fn(x, weight):
+    return x * weight
+
+
+def get_inputs(rows=8, cols=300, dtype="float32"):
+    dt = getattr(torch, dtype)
+    return [torch.randn(rows, cols, device="cuda", dtype=dt), torch.randn(cols, device="cuda", dtype=dt)]
+
+
+CASES = [{"rows": 8, "cols": 300}, {"rows": 5, "cols": 1000, "dtype": "bfloat16"}]
+'''
+
+# the row index left 32 bits wide: row * stride wraps once x passes 2^31 elements
+ROW_SCALE_INT32 = ROW_SCALE_INT64.replace("row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)")
+
+SILU_TRAIN_INT64 = HEADER + '''
+BLOCK = 1024
+
+
+@triton.jit
+def _silu_fwd(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, (x * tl.sigmoid(x)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _silu_bwd(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    s = tl.sigmoid(x)
+    tl.store(dx_ptr + offs, (dy * s * (1 + x * (1 - s))).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+class SiLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.empty_like(x)
+        _silu_fwd[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK)
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        dx = torch.empty_like(x)
+        _silu_bwd[(triton.cdiv(x.numel(), BLOCK),)](x, dy.contiguous(), dx, x.numel(), BLOCK=BLOCK)
+        return dx
+
+
+def silu(x):
+    return SiLU.apply(x.contiguous())
+
+
+kernel_fn = silu
+
+
+def reference_fn(x):
+    return torch.nn.functional.silu(x)
+
+
+def get_inputs(n=1000, dtype="bfloat16"):
+    return [torch.randn(n, device="cuda", dtype=getattr(torch, dtype), requires_grad=True)]
+
+
+CASES = [{"n": 1000}, {"n": 777}]
+'''
+
+# the backward's block offset left 32 bits wide: the gradient past 2^31 elements is another block's
+SILU_TRAIN_BWD_INT32 = SILU_TRAIN_INT64.replace(
+    "def _silu_bwd(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0).to(tl.int64) * BLOCK",
+    "def _silu_bwd(x_ptr, dy_ptr, dx_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK")

@@ -29,6 +29,9 @@ overrides what it names:
                                  # floating-point input's gradient verified with the forward (verify/gradients.py)
     value_stress = true          # value-stress cases: inputs x64, x1/1024, +1000, with outliers (false, or a
                                  # list of the inputs to stress: ["x"]) (verify/value_stress.py)
+    large_index = true           # on a GPU, in `workbench verify`: one case per dtype whose largest tensor
+                                 # passes 2^31 elements (false, or the size parameter to scale: "rows")
+                                 # (verify/large_index.py)
     error_factor = 2.0           # an output may be off by this many times the inputs' dtype's own error (torch's,
                                  # or one more rounding of the inputs'), never below the dtype's tolerance
                                  # (verify/error_model.py)
@@ -164,6 +167,8 @@ class VerifyConfig:
     error_factor: float = 2.0
     # value-stress cases (verify/value_stress.py): True, False, or the names of the inputs to stress
     value_stress: bool | list[str] = True
+    # large-index cases (verify/large_index.py): True, False, or the size parameter to scale
+    large_index: bool | str = True
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def required_but_not_live(self) -> list[str]:
@@ -322,6 +327,12 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
                 raise ConfigError(path, f"{name}.{key}", f"expected true, false or a list of {BOOL_OR_NAMES[key]}, "
                                                          f"got {value!r}")
             kwargs[key] = value if isinstance(value, bool) else list(value)
+            continue
+        if cls is VerifyConfig and key == "large_index":
+            if not isinstance(value, bool) and not (isinstance(value, str) and value):
+                raise ConfigError(path, f"{name}.{key}", f"expected true, false or the name of a size parameter "
+                                                         f"(\"rows\"), got {value!r}")
+            kwargs[key] = value
             continue
         if cls is VerifyConfig and key == "fixed_params":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

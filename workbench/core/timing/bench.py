@@ -50,7 +50,7 @@ from ..stage import (
     shard_of,
 )
 from ..verify.battery import Verifier
-from ..verify.references import Reference
+from ..verify.references import Reference, native_of, on_cpu, rounded_of, sampled_case
 from ..verify.compat import GraphCaptureBroke
 from ..verify.handoff import CaseData
 from ..verify.judge import judge_outputs
@@ -59,7 +59,6 @@ from ..verify.tensors import (
     Outputs,
     clone_inputs,
     flatten_outputs,
-    in_order_of,
     input_elements,
     restore_inputs,
     synchronize,
@@ -241,20 +240,7 @@ class BenchChecker(Verifier):
 
     def _sampled(self, case: Case, out: Outputs, ref: Reference, notes: list[str],
                  messages: list[str] | None = None, phase: str = "") -> CaseData:
-        start = time.perf_counter()
-        out = in_order_of(out, ref.outputs.names)  # the sample pairs outputs by position
-        data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
-                        notes=([ref.note] if ref.note else []) + notes, phase=phase,
-                        reference_names=ref.outputs.names)
-        try:
-            data.sample(out.tensors, ref.outputs.tensors, native=native_of(ref), rounded=rounded_of(ref))
-        except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
-            torch.cuda.empty_cache()
-            data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors,
-                        native=native_of(ref) and on_cpu(ref.native).tensors,
-                        rounded=rounded_of(ref) and on_cpu(ref.rounded).tensors)
-        data.duration_s = time.perf_counter() - start
-        return data
+        return sampled_case(case, out, ref, notes, messages, phase)
 
     def compare_here(self, case: Case, out: Outputs, ref: Reference) -> CaseResult:
         """The whole outputs compared in this process: a recheck, reported only through `check`."""
@@ -281,20 +267,6 @@ def identical(outputs: list[Any], others: list[Any]) -> bool:
     return len(outputs) == len(others) and all(
         isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype
         and a.device == b.device and _equal(a, b) for a, b in zip(outputs, others))
-
-
-def native_of(ref: Reference) -> list[Any]:
-    """reference_fn on the inputs' own dtype ([] when it was not run)."""
-    return [] if ref.native is None else ref.native.tensors
-
-
-def rounded_of(ref: Reference) -> list[Any]:
-    """reference_fn in float64 on the inputs rounded once more ([] when it was not run)."""
-    return [] if ref.rounded is None else ref.rounded.tensors
-
-
-def on_cpu(outputs: Outputs) -> Outputs:
-    return Outputs([t.cpu() for t in outputs.tensors], outputs.names)
 
 
 # The judge's check of a benchmark case runs here while the kernel is timed (one case at a time).

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import traceback
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 import torch
@@ -42,9 +43,12 @@ from .guards import Guards
 from .handoff import CaseData, ExtraRun
 from .interpreter.fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
+from .large_index import HINT as LARGE_INDEX_HINT
+from .large_index import free_device_memory, is_large_index, launch_refused, taking_turns
+from .large_index import plan as plan_large_index
 from .launches import LaunchCounter
 from .quick_tuning import verification_timer
-from .references import Reference, native_reference, reference_or_skip, upcast_reference
+from .references import Reference, native_reference, reference_or_skip, sampled_case, upcast_reference
 from .structure import output_label
 from .layouts import layout_runs
 from .tensors import (
@@ -95,7 +99,7 @@ class Verifier:
     def _call_kernel(self, inputs: list[Any], fill: str, case: Case, config_label: str,
                      recorder: TorchOpRecorder | None = None, guards: Guards | None = None) -> Any:
         """kernel_fn(*inputs), its allocations filled with `fill`; under `recorder` (torchops.py) and inside
-        `guards`' margins (guards.py) when given."""
+        `guards`' margins (guards.py) when given. A crash of a large-index case names the likely cause."""
         try:
             with PrefillEmpty(fill, guards), (recorder or nullcontext()):
                 out = self.km.kernel_fn(*inputs)
@@ -105,8 +109,10 @@ class Verifier:
             raise
         except BaseException as exc:  # noqa: BLE001 - user code
             if is_cuda_fatal(exc):
-                self.emit(problem_from_exception("crash", exc, self.km.path, "the kernel crashed the GPU context",
-                                                 case.index))
+                said = "the kernel crashed the GPU context"
+                if is_large_index(case):
+                    said += f" on {case.label}: {LARGE_INDEX_HINT}?"
+                self.emit(problem_from_exception("crash", exc, self.km.path, said, case.index))
                 raise ContextPoisoned(str(exc)) from exc
             gap = interpreter_cannot_run(exc) if self.interpret else ""
             if gap:
@@ -158,7 +164,7 @@ class Verifier:
             self.emit(Problem(kind="contract", file=str(self.km.path), case_index=case.index,
                               message=f"get_inputs({case.label}) returned {type(inputs).__name__}; expected a list"))
             raise RunAborted()
-        if case.stress:
+        if case.stress and not is_large_index(case):
             reference = getattr(self.km.module, "reference_fn", self.km.reference_fn)  # named as written
             inputs = stressed(inputs, case.stress, input_names(reference, len(inputs)),
                               self.config.value_stress)
@@ -180,6 +186,8 @@ class Verifier:
         return result
 
     def verify_case(self, case: Case) -> list[CaseResult]:
+        if is_large_index(case):
+            return self.large_index_case(case)
         start = time.perf_counter()
         inputs = self._inputs(case)
         if inputs is None:
@@ -271,6 +279,73 @@ class Verifier:
         if not case.generated:
             results += self._verify_each_config(case, inputs, originals, reference.outputs, data, guards)
         return results
+
+    def large_index_case(self, case: Case) -> list[CaseResult]:
+        """A case scaled past 2^31 elements (verify/large_index.py): one call, judged on a sample; skipped, with
+        the reason, where it does not fit, or the shape is refused before a launch or by the GPU."""
+        def waiting(seconds: float) -> None:
+            self.emit(StageChanged(stage="verifying", case_index=case.index,
+                                   detail=f"{case.label}: waiting {seconds:.0f} s for another large-index case"))
+
+        with taking_turns(waiting):
+            start = time.perf_counter()
+            skipped = CaseData(case_index=case.index, label=case.label, generated=True, stress=case.stress,
+                               status="skipped")
+            try:
+                params, note = plan_large_index(self.km, case, self.config, free_device_memory())
+            except (KeyboardInterrupt, SystemExit, ContextPoisoned):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - user code on the case's own sizes
+                params, note = None, f"sizing it raised {type(exc).__name__}: {first_line(exc)}"
+            if params is None:
+                skipped.notes.append(f"large-index case not run: {note}")
+                return [self.deliver(skipped)]
+            case = replace(case, params=params)
+            skipped.label = case.label
+            try:
+                data = self._large_index_data(case, skipped, note, start)
+            except torch.cuda.OutOfMemoryError:
+                skipped.notes.append("large-index case not run: the device ran out of memory at this size")
+                data = skipped
+            finally:
+                torch.cuda.empty_cache()  # gigabytes: given back before the next case (or the next worker's)
+            if data is skipped:
+                return [self.deliver(skipped)] if skipped.notes else []
+            data.duration_s = time.perf_counter() - start
+            return [self.deliver(data)]
+
+    def _large_index_data(self, case: Case, skipped: CaseData, note: str, start: float) -> CaseData:
+        """The large-index case's CaseData to judge, or `skipped` with the reason in its notes (none: dropped)."""
+        inputs = self._inputs(case)
+        if inputs is None:
+            return skipped  # get_inputs refuses the size: said as a dropped case
+        try:
+            reference = upcast_reference(self.km, inputs, case, self.emit, quiet=True, native=True)
+        except RunAborted as exc:
+            skipped.notes.append(f"reference_fn refuses this size ({exc}): case dropped")
+            return skipped
+        if reference.precision != "float64":
+            skipped.notes.append(f"large-index case not judged: {reference.note}; a reference below float64 "
+                                 "cannot ground the error budget")
+            return skipped
+        LaunchCounter.reset()
+        try:
+            out = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
+        except (RunAborted, ContextPoisoned, torch.cuda.OutOfMemoryError):
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if launch_refused(exc):
+                skipped.notes.append(f"the GPU refuses this launch ({first_line(exc)}): a grid dimension past "
+                                     "its limit (65,535 in the second and third)? Not judged")
+                return skipped
+            data = self._error_data(replace(skipped, status="compare", notes=[]), case, exc, start,
+                                    launched=LaunchCounter.count)
+            if data.status == "error":
+                data.notes.append(f"a tensor past 2^31 elements: {LARGE_INDEX_HINT}?")
+            return data
+        data = sampled_case(case, out, reference, [note])
+        data.generated, data.stress, data.launches = True, case.stress, LaunchCounter.count or None
+        return data
 
     def forward_case(self, case: Case, forward: KernelModule) -> list[CaseResult]:
         """A training kernel's forward alone (`forward`: the module as written, without its gradients), judged on
@@ -505,7 +580,10 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
                 verifier.forward_case(case, forward_first)
                 ready.append(case)
             order = ready
-        for n, case in enumerate(cases if order is None else order, 1):
+        # The large-index cases last: the biggest allocations, and a crash there ends the process.
+        sequence = list(cases if order is None else order)
+        sequence = [c for c in sequence if not is_large_index(c)] + [c for c in sequence if is_large_index(c)]
+        for n, case in enumerate(sequence, 1):
             emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases),
                               case_index=case.index))
             verifier.verify_case(case)  # the judge reports each verdict

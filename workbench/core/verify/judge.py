@@ -51,6 +51,8 @@ from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .structure import output_label, paired_by_name
 from .torchops import AUTOGRAD, base_name
+from .large_index import HINT as LARGE_INDEX_HINT
+from .large_index import LARGE_INDEX
 from .value_stress import stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
@@ -97,7 +99,9 @@ class Judge:
         result.status = "failed" if result.messages else "passed"
         if result.status == "failed" and mutated:
             result.notes += data.mutation_hints
-        if result.status == "failed" and data.stress:
+        if result.status == "failed" and data.stress == LARGE_INDEX:
+            result.notes.append(f"a tensor past 2^31 elements, where every smaller case passes: {LARGE_INDEX_HINT}?")
+        elif result.status == "failed" and data.stress:
             result.notes.append(stress_note(data.stress, overflow=result.checks.get("nan") == "failed"))
         result.duration_s = data.duration_s + (time.perf_counter() - start)
         return result
@@ -189,7 +193,8 @@ class Judge:
                     else:
                         result.notes.append(text)
         if data.sampled_from:
-            result.notes.append(f"judged on {len(first[0]) if first else 0:,} elements drawn at random from up to "
+            drawn = max(index.numel() for index in data.sample_index if index is not None)
+            result.notes.append(f"judged on {drawn:,} elements drawn at random from up to "
                                 f"{data.sampled_from:,} per output; NaN counted over every element")
         for check in ("values", "unwritten", "nan", "dtype", "shape", "structure"):
             result.checks.setdefault(check, "passed")

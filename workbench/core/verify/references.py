@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import time
+
 import torch
 
 from ..events import Event
@@ -19,7 +21,7 @@ from ..project.contract import Case, KernelModule, first_line, problem_from_exce
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal
 from .error_model import rounded_once_more
 from .handoff import CaseData
-from .tensors import Outputs, aliased_outputs, cast_floats, clone_inputs, flatten_outputs, synchronize
+from .tensors import Outputs, aliased_outputs, cast_floats, clone_inputs, flatten_outputs, in_order_of, synchronize
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Reference:
     note: str = ""
     native: Outputs | None = None  # reference_fn on the inputs as given (torch's own error: verify/error_model.py)
     rounded: Outputs | None = None  # in float64 on the inputs rounded once more (error_model.rounded_once_more)
+    precision: str = "float64"  # what reference_fn ran in: "float64", "float32", or "native" (the inputs' own)
 
 
 def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Callable[[Event], None],
@@ -43,7 +46,8 @@ def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Call
             synchronize()
             note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
             return Reference(flatten_outputs(out), note, native_reference(km, inputs)[0] if native else None,
-                             rounded_reference(km, inputs) if dtype == torch.float64 else None)
+                             rounded_reference(km, inputs) if dtype == torch.float64 else None,
+                             str(dtype).replace("torch.", ""))
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
             notes.append(f"{str(dtype).replace('torch.', '')} ran out of GPU memory")
@@ -62,7 +66,8 @@ def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Call
         emit(problem_from_exception("reference", exc, km.path, f"reference_fn raised on case {case.label}",
                                     case.index))
         raise RunAborted() from exc
-    return Reference(flatten_outputs(out), f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)})")
+    return Reference(flatten_outputs(out), f"reference_fn ran in the inputs' own dtype ({'; '.join(notes)})",
+                     precision="native")
 
 
 def reference_or_skip(km: KernelModule, inputs: list[Any], case: Case, data: CaseData,
@@ -107,3 +112,38 @@ def native_reference(km: KernelModule, inputs: list[Any]) -> tuple[Outputs | Non
             raise ContextPoisoned(str(exc)) from exc
         return None, set()
     return out, aliased_outputs(out, args)
+
+
+def native_of(ref: Reference) -> list[Any]:
+    """reference_fn on the inputs' own dtype ([] when it was not run)."""
+    return [] if ref.native is None else ref.native.tensors
+
+
+def rounded_of(ref: Reference) -> list[Any]:
+    """reference_fn in float64 on the inputs rounded once more ([] when it was not run)."""
+    return [] if ref.rounded is None else ref.rounded.tensors
+
+
+def on_cpu(outputs: Outputs) -> Outputs:
+    return Outputs([t.cpu() for t in outputs.tensors], outputs.names)
+
+
+def sampled_case(case: Case, out: Outputs, ref: Reference, notes: list[str], messages: list[str] | None = None,
+                 phase: str = "") -> CaseData:
+    """A case too big to hand over whole, for the judge: a random sample of each output and its references,
+    with the whole outputs' shapes and NaN counts (handoff.CaseData.sample); counted on the host where the
+    device has no memory left for it."""
+    start = time.perf_counter()
+    out = in_order_of(out, ref.outputs.names)  # the sample pairs outputs by position
+    data = CaseData(case_index=case.index, label=case.label, names=out.names, messages=list(messages or []),
+                    notes=([ref.note] if ref.note else []) + notes, phase=phase,
+                    reference_names=ref.outputs.names)
+    try:
+        data.sample(out.tensors, ref.outputs.tensors, native=native_of(ref), rounded=rounded_of(ref))
+    except torch.cuda.OutOfMemoryError:  # the whole-output NaN count: on the host instead
+        torch.cuda.empty_cache()
+        data.sample(on_cpu(out).tensors, on_cpu(ref.outputs).tensors,
+                    native=native_of(ref) and on_cpu(ref.native).tensors,
+                    rounded=rounded_of(ref) and on_cpu(ref.rounded).tensors)
+    data.duration_s = time.perf_counter() - start
+    return data

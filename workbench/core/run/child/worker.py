@@ -168,6 +168,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     from ...project.folder import source_hash
     from ...verdict import Tally
     from ...verify.edge_cases import generate_cases
+    from ...verify.large_index import large_index_cases
     from ...verify.value_stress import stress_cases
 
     interpret = ready.mode == "interpreter"
@@ -203,6 +204,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
         km = load_kernel(path, module_name=compile_pool.MODULE_NAME if compiles is not None else "")
         km.cases += generate_cases(km.cases, config.verify)
         km.cases += stress_cases(km.cases, config.verify, len(km.cases), interpret)
+        km.cases += large_index_cases(km.cases, config.verify, len(km.cases), not interpret and not job.live)
     except (ConfigError, ContractError) as exc:
         if compiles is not None:
             compiles.close()
