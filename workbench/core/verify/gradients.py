@@ -71,13 +71,24 @@ def input_names(fn: Callable[..., Any], count: int) -> list[str]:
     return [params[i] if i < len(params) else f"input #{i}" for i in range(count)]
 
 
+# Upstream gradients of more elements are drawn on the output's GPU (other draws than the host's, the same on
+# every run): a benchmark's or a large-index case's billions of elements drawn on the host take minutes.
+DRAWN_ON_DEVICE_ABOVE = 1 << 24
+
+
 def upstream_like(output: torch.Tensor, index: int) -> torch.Tensor:
     """The upstream gradient for output `index`: the same values for kernel and reference."""
-    generator = seeded_generator(index, output.shape)
-    magnitude = torch.randint(1, 16, tuple(output.shape), generator=generator)
+    on_device = output.numel() > DRAWN_ON_DEVICE_ABOVE and output.device.type == "cuda"
+    device, small = (output.device, torch.int8) if on_device else ("cpu", torch.int64)
+    generator = seeded_generator(index, output.shape, device)
+    magnitude = torch.randint(1, 16, tuple(output.shape), generator=generator, device=device, dtype=small)
     magnitude += (magnitude >= 8).to(magnitude.dtype)  # never exactly 1: a loss's backward may skip its kernel for 1.0
-    sign = torch.randint(0, 2, tuple(output.shape), generator=generator) * 2 - 1
-    return (magnitude * sign / 8.0).to(device=output.device, dtype=output.dtype)
+    sign = torch.randint(0, 2, tuple(output.shape), generator=generator, device=device, dtype=small) * 2 - 1
+    magnitude *= sign
+    del sign
+    if on_device:  # multiples of 1/8 in [-2, 2]: exact in every float dtype
+        return magnitude.to(output.dtype).div_(8.0)
+    return (magnitude / 8.0).to(device=output.device, dtype=output.dtype)
 
 
 def as_leaves(inputs: Any, indices: list[int]) -> list[Any]:
