@@ -85,6 +85,18 @@ def test_a_right_big_output_passes_on_a_sample_and_says_so():
     assert any("drawn at random from up to 262,144" in n for n in result.notes)
 
 
+def test_a_loss_beside_a_big_gradient_is_judged_whole_and_the_gradient_on_a_sample():
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.verify.judge import Judge
+
+    grad = torch.randn(256, 1024, dtype=torch.float64)
+    data = CaseData(case_index=0, label="loss", names=["loss", "grad x"], reference_names=["loss", "grad x"])
+    data.sample([torch.tensor(1.5), grad.float()], [torch.tensor(1.5, dtype=torch.float64), grad], 1 << 12)
+    result = Judge(VerifyConfig()).judge(CaseData.unpack(data.pack()))  # a 0-d first output has no len()
+    assert result.status == "passed", result.messages
+    assert any("judged on 4,096 elements drawn at random from up to 262,144" in n for n in result.notes)
+
+
 def test_a_wrong_region_of_a_big_output_fails_with_its_place_in_the_whole_output():
     ref = torch.randn(256, 1024, dtype=torch.float64)
     out = ref.float().clone()
