@@ -44,7 +44,7 @@ def softmax_kernel(
     ROWS_PER_PROGRAM: tl.constexpr,
 ):
     # int64: row * stride passes 2**31 elements on large activations.
-    rows = (tl.program_id(0) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     # -inf padding drops out of both the max and the sum (exp(-inf) == 0).

@@ -41,7 +41,7 @@ def softmax_fwd_kernel(
     ROWS_PER_PROGRAM: tl.constexpr,
 ):
     # int64: row * stride passes 2**31 elements on large activations.
-    rows = (tl.program_id(0) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     # -inf padding drops out of both the max and the sum (exp(-inf) == 0).
@@ -98,7 +98,7 @@ def softmax_bwd_kernel(
 ):
     # One pass: y and dy are read once each and dx written once, 3 * element_size bytes per
     # element, the least the backward can move.
-    rows = (tl.program_id(0) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     # Zero padding adds nothing to the sum.
