@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,13 +40,7 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
-def _large_index_runs() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-LARGE_INDEX_RUNS = _large_index_runs()
+LARGE_INDEX_RUNS = torch.cuda.is_available()  # the cases past 2^31 elements run only there (make_project)
 
 
 def without_large_index(toml: str | None) -> str:

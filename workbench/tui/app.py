@@ -405,7 +405,7 @@ class WorkbenchApp(Actions, App):
             if passing is None and earlier:
                 passing = older_record(self.project, earlier[0].id, lambda r: r.verdict == "passed", unreadable)
             wanted = {r.id for r in (earlier[-1:] + [passing]) if r is not None}
-            whole = [read_record(self.project, i, unreadable) or r for r in earlier if (i := r.id) in wanted]
+            whole = [read_record(self.project, r.id, unreadable) or r for r in earlier if r.id in wanted]
             if passing is not None and passing.id not in {r.id for r in earlier}:
                 whole.insert(0, passing)
             comparisons = compare_with_history(whole, source, lambda h: read_source(self.project, h), times,

@@ -229,18 +229,14 @@ class BenchChecker(Verifier):
               messages: list[str] | None = None, phase: str = "") -> CaseResult:
         """The judge's verdict on `out` (reported by the judge). `messages`: failures found here first;
         `phase`: "after timing" for the recheck (a second result for the case, never merged with the first)."""
-        return self.deliver(self._sampled(case, out, ref, notes, messages, phase))
+        return self.deliver(sampled_case(case, out, ref, notes, messages, phase))
 
     def check_soon(self, case: Case, out: Outputs, ref: Reference, notes: list[str]) -> "Future[CaseResult]":
         """`check`, with the judge's work done while this process goes on: the sample is drawn and copied
         to the host here and now (nothing moves on the GPU later), then handed over on a thread."""
-        data = self._sampled(case, out, ref, notes)
+        data = sampled_case(case, out, ref, notes)
         data.to_host()
         return hand_over(self.deliver, data)
-
-    def _sampled(self, case: Case, out: Outputs, ref: Reference, notes: list[str],
-                 messages: list[str] | None = None, phase: str = "") -> CaseData:
-        return sampled_case(case, out, ref, notes, messages, phase)
 
     def compare_here(self, case: Case, out: Outputs, ref: Reference) -> CaseResult:
         """The whole outputs compared in this process: a recheck, reported only through `check`."""

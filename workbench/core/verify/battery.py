@@ -43,7 +43,7 @@ from .guards import Guards
 from .handoff import CaseData, ExtraRun
 from .interpreter.fixes import OutOfBoundsAccess
 from .judge import Judge, dtype_name
-from .large_index import HINT as LARGE_INDEX_HINT
+from .large_index import NOTE as LARGE_INDEX_NOTE
 from .large_index import free_device_memory, is_large_index, launch_refused, taking_turns
 from .large_index import plan as plan_large_index
 from .launches import LaunchCounter
@@ -111,7 +111,7 @@ class Verifier:
             if is_cuda_fatal(exc):
                 said = "the kernel crashed the GPU context"
                 if is_large_index(case):
-                    said += f" on {case.label}: {LARGE_INDEX_HINT}?"
+                    said += f" on {case.label}: {LARGE_INDEX_NOTE}"
                 self.emit(problem_from_exception("crash", exc, self.km.path, said, case.index))
                 raise ContextPoisoned(str(exc)) from exc
             gap = interpreter_cannot_run(exc) if self.interpret else ""
@@ -289,8 +289,6 @@ class Verifier:
 
         with taking_turns(waiting):
             start = time.perf_counter()
-            skipped = CaseData(case_index=case.index, label=case.label, generated=True, stress=case.stress,
-                               status="skipped")
             try:
                 params, note = plan_large_index(self.km, case, self.config, free_device_memory())
             except (KeyboardInterrupt, SystemExit, ContextPoisoned):
@@ -298,36 +296,32 @@ class Verifier:
             except BaseException as exc:  # noqa: BLE001 - user code on the case's own sizes
                 params, note = None, f"sizing it raised {type(exc).__name__}: {first_line(exc)}"
             if params is None:
-                skipped.notes.append(f"large-index case not run: {note}")
-                return [self.deliver(skipped)]
+                return [self.deliver(large_index_skipped(case, f"large-index case not run: {note}"))]
             case = replace(case, params=params)
-            skipped.label = case.label
             try:
-                data = self._large_index_data(case, skipped, note, start)
+                data = self._large_index_data(case, note, start)
             except torch.cuda.OutOfMemoryError:
-                skipped.notes.append("large-index case not run: the device ran out of memory at this size")
-                data = skipped
+                data = large_index_skipped(case, "large-index case not run: the device ran out of memory at this size")
             finally:
                 torch.cuda.empty_cache()  # gigabytes: given back before the next case (or the next worker's)
-            if data is skipped:
-                return [self.deliver(skipped)] if skipped.notes else []
+            if data is None:
+                return []
             data.duration_s = time.perf_counter() - start
             return [self.deliver(data)]
 
-    def _large_index_data(self, case: Case, skipped: CaseData, note: str, start: float) -> CaseData:
-        """The large-index case's CaseData to judge, or `skipped` with the reason in its notes (none: dropped)."""
+    def _large_index_data(self, case: Case, note: str, start: float) -> CaseData | None:
+        """The large-index case's CaseData to judge, skipped with the reason, or None where it was dropped (and
+        said so)."""
         inputs = self._inputs(case)
         if inputs is None:
-            return skipped  # get_inputs refuses the size: said as a dropped case
+            return None  # get_inputs refuses the size: said as a dropped case
         try:
             reference = upcast_reference(self.km, inputs, case, self.emit, quiet=True, native=True)
         except RunAborted as exc:
-            skipped.notes.append(f"reference_fn refuses this size ({exc}): case dropped")
-            return skipped
+            return large_index_skipped(case, f"reference_fn refuses this size ({exc}): case dropped")
         if reference.precision != "float64":
-            skipped.notes.append(f"large-index case not judged: {reference.note}; a reference below float64 "
-                                 "cannot ground the error budget")
-            return skipped
+            return large_index_skipped(case, f"large-index case not judged: {reference.note}; a reference below "
+                                             "float64 cannot ground the error budget")
         LaunchCounter.reset()
         try:
             out = flatten_outputs(self._call_kernel(inputs, "nan", case, ""))
@@ -335,13 +329,12 @@ class Verifier:
             raise
         except BaseException as exc:  # noqa: BLE001
             if launch_refused(exc):
-                skipped.notes.append(f"the GPU refuses this launch ({first_line(exc)}): a grid dimension past "
-                                     "its limit (65,535 in the second and third)? Not judged")
-                return skipped
-            data = self._error_data(replace(skipped, status="compare", notes=[]), case, exc, start,
-                                    launched=LaunchCounter.count)
+                return large_index_skipped(case, f"the GPU refuses this launch ({first_line(exc)}): a grid dimension "
+                                                 "past its limit (65,535 in the second and third)? Not judged")
+            data = self._error_data(CaseData(case_index=case.index, label=case.label, generated=True,
+                                             stress=case.stress), case, exc, start, launched=LaunchCounter.count)
             if data.status == "error":
-                data.notes.append(f"a tensor past 2^31 elements: {LARGE_INDEX_HINT}?")
+                data.notes.append(LARGE_INDEX_NOTE)
             return data
         data = sampled_case(case, out, reference, [note])
         data.generated, data.stress, data.launches = True, case.stress, LaunchCounter.count or None
@@ -524,6 +517,12 @@ class Verifier:
                 tuner.configs = configs
                 tuner.cache.clear()
         return results
+
+
+def large_index_skipped(case: Case, why: str) -> CaseData:
+    """A large-index case not judged, and why."""
+    return CaseData(case_index=case.index, label=case.label, generated=True, stress=case.stress, status="skipped",
+                    notes=[why])
 
 
 def roofline_counts_raise(km: KernelModule, inputs: list[Any]) -> list[str]:

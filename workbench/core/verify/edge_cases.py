@@ -105,6 +105,33 @@ def names_dtype(value: Any) -> bool:
     return isinstance(value, str) and value.replace("torch.", "") in DTYPE_NAMES
 
 
+def dtype_key(case: Case) -> tuple:
+    """What a case's dtype is, as its parameters name it (the cases of one dtype share it; () names none)."""
+    return tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
+
+
+def sizes_of(case: Case, fixed: frozenset[str] = frozenset()) -> list[int]:
+    """Every size of a case, the entries of a size tuple each on its own (see is_size)."""
+    return [n for k, v in case.params.items() if is_size(k, v, fixed)
+            for n in (v if isinstance(v, (tuple, list)) else [v])]
+
+
+def best_per_dtype(cases: list[Case], rank: Callable[[Case], Any]) -> list[Case]:
+    """Of each dtype, the verification case of CASES (not a generated one) of least `rank(case)` (the first on a
+    tie; a rank of None: not a candidate), in the order the dtypes first appear."""
+    chosen: dict[tuple, tuple[Any, Case]] = {}
+    for case in cases:
+        if case.purpose != "verify" or case.generated:
+            continue
+        value = rank(case)
+        if value is None:
+            continue
+        key = dtype_key(case)
+        if key not in chosen or value < chosen[key][0]:
+            chosen[key] = (value, case)
+    return [case for _, case in chosen.values()]
+
+
 def first_case_per_dtype(cases: list[Case], sized: bool = False) -> set[int]:
     """The indices of the first verification case (CASES order) of each dtype: where the checks that run once
     per dtype run (torch.compile, CUDA graphs; in the interpreter also the repeat calls). Chosen from the whole
@@ -115,7 +142,7 @@ def first_case_per_dtype(cases: list[Case], sized: bool = False) -> set[int]:
     for case in cases:
         if case.purpose != "verify" or case.generated:
             continue
-        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
+        key = dtype_key(case)
         chosen.setdefault(key, case.index)
         if sized and any(_above_one(v) for k, v in case.params.items() if is_size(k, v)):
             with_size.setdefault(key, case.index)

@@ -51,8 +51,8 @@ from .compare import Comparison, compare, tensors_equal_bitwise, unravel
 from .handoff import CaseData
 from .structure import output_label, paired_by_name
 from .torchops import AUTOGRAD, base_name
-from .large_index import HINT as LARGE_INDEX_HINT
 from .large_index import LARGE_INDEX
+from .large_index import NOTE as LARGE_INDEX_NOTE
 from .value_stress import stress_note
 
 NO_TRITON = ("no Triton kernel launched: kernel_fn ran no @triton.jit kernel (a torch computation, or "
@@ -100,7 +100,7 @@ class Judge:
         if result.status == "failed" and mutated:
             result.notes += data.mutation_hints
         if result.status == "failed" and data.stress == LARGE_INDEX:
-            result.notes.append(f"a tensor past 2^31 elements, where every smaller case passes: {LARGE_INDEX_HINT}?")
+            result.notes.append(LARGE_INDEX_NOTE)
         elif result.status == "failed" and data.stress:
             result.notes.append(stress_note(data.stress, overflow=result.checks.get("nan") == "failed"))
         result.duration_s = data.duration_s + (time.perf_counter() - start)

@@ -24,7 +24,7 @@ where float64 runs out of memory all the same (a float32 reference cannot ground
 float32 inputs it is torch's own answer, with no error left to measure), where no size parameter scales the
 largest tensor in proportion, where kernel_fn refuses the shape before launching (an explicit ValueError or
 assert) or where the GPU refuses its launch (a grid's second and third dimensions stop at 65,535). A failure
-or a crash names the likely cause (HINT).
+or a crash names the likely cause (NOTE).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import replace
-from math import ceil
+from math import ceil, prod
 from typing import Any, Callable, Iterator
 
 import torch
@@ -42,7 +42,7 @@ import torch
 from ..fsutil import cache_root
 from ..project.config import VerifyConfig
 from ..project.contract import Case, KernelModule
-from .edge_cases import is_size, names_dtype
+from .edge_cases import best_per_dtype, is_size, sizes_of
 from .tensors import flatten_outputs, synchronize
 
 LARGE_INDEX = "past 2^31"  # the case's stress label: "rows=1342177 cols=2000 [past 2^31] (generated)"
@@ -50,6 +50,7 @@ INT32_LIMIT = 2 ** 31
 TARGET = INT32_LIMIT + INT32_LIMIT // 16  # elements of the largest tensor: one in 17 past the limit
 HINT = ("an int32 offset overflow: an index computed from tl.program_id (32 bits) times a stride wraps past "
         "2^31 elements; cast the row index to int64 before multiplying (row.to(tl.int64) * stride)")
+NOTE = f"a tensor past 2^31 elements, where every smaller case passes: {HINT}?"  # a failure's, an error's, a crash's
 LAUNCH_REFUSED = ("invalid argument", "grid", "too many resources")
 WAIT_SAY_S = 10.0
 
@@ -60,29 +61,19 @@ def large_index_cases(cases: list[Case], config: VerifyConfig, first_index: int,
     if not on_gpu or config.large_index is False or not config.generated_cases:
         return []
     fixed = frozenset(config.fixed_params)
-    chosen: dict[tuple, Case] = {}
-    for case in cases:
-        if case.purpose != "verify" or case.generated or not any(is_size(k, v, fixed) for k, v in case.params.items()):
-            continue
-        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
-        if key not in chosen or _rank(case, fixed) < _rank(chosen[key], fixed):
-            chosen[key] = case
+    chosen = best_per_dtype(cases, lambda case: _rank(sizes_of(case, fixed)))
     return [replace(base, index=first_index + n, generated=True, stress=LARGE_INDEX)
-            for n, base in enumerate(chosen.values())]
+            for n, base in enumerate(chosen)]
 
 
 def is_large_index(case: Case) -> bool:
     return case.stress == LARGE_INDEX
 
 
-def _rank(case: Case, fixed: frozenset[str]) -> tuple[bool, int]:
-    """(a size of 1 among the case's, the product of its sizes): the smaller the better a base."""
-    sizes = [n for k, v in case.params.items() if is_size(k, v, fixed)
-             for n in (v if isinstance(v, (tuple, list)) else [v])]
-    volume = 1
-    for n in sizes:
-        volume *= n
-    return any(n == 1 for n in sizes), volume
+def _rank(sizes: list[int]) -> tuple[bool, int] | None:
+    """(a size of 1 among the case's, the product of its sizes): the smaller the better a base; None without
+    a size to scale."""
+    return (1 in sizes, prod(sizes)) if sizes else None
 
 
 def _scaled(value: Any, factor: float) -> Any:

@@ -35,7 +35,7 @@ import torch
 
 from ..project.config import VerifyConfig
 from ..project.contract import Case
-from .edge_cases import is_size, names_dtype
+from .edge_cases import best_per_dtype, sizes_of
 from .tensors import seeded_generator
 
 # The common offset keeps a few bits of each value below it in every dtype: +1000 leaves a float32 value 14 of
@@ -93,16 +93,9 @@ def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int, inte
     size = INTERPRETED_SIZE if interpret else STABLE_SIZE
     if not config.generated_cases or config.value_stress is False:
         return []
-    chosen: dict[tuple, Case] = {}
-    for case in cases:
-        if case.purpose != "verify" or case.generated:
-            continue
-        key = tuple(sorted((k, repr(v)) for k, v in case.params.items() if names_dtype(v)))
-        best = chosen.get(key)
-        if best is None or _rank(case, size) < _rank(best, size):
-            chosen[key] = case
+    chosen = best_per_dtype(cases, lambda case: _rank(case, size))
     out = []
-    for base in chosen.values():
+    for base in chosen:
         for stress in STRESSES:
             out.append(replace(base, index=first_index + len(out), generated=True, stress=stress))
     return out
@@ -111,8 +104,7 @@ def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int, inte
 def _rank(case: Case, size: int) -> tuple[int, int]:
     """The smallest case of at least `size` elements whose sizes are all above 1 (a 1-element row has no
     cancellation to show), else the largest below that."""
-    sizes = [v for k, v in case.params.items() if is_size(k, v)]
-    flat = [n for v in sizes for n in (v if isinstance(v, (tuple, list)) else [v])]
+    flat = sizes_of(case)
     volume = prod(flat) if flat else 0
     above_one = bool(flat) and all(n > 1 for n in flat)
     return (0 if above_one else 1, volume if volume >= size else 2 ** 62 - volume)
