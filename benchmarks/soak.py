@@ -129,12 +129,16 @@ def scaffold(work: Path, name: str) -> Path:
     return work / name
 
 
-def limit_history(project: Path, keep_runs: int | None) -> None:
+def limit_history(project: Path, keep_runs: int | None, live_rep_ms: float | None = None) -> None:
     """[history] keep_runs in the project's workbench.toml: a soak shorter than the default 500 runs that still
-    passes the limit (the history is pruned as runs are recorded, in the process that records them)."""
-    if keep_runs is not None:
+    passes the limit (the history is pruned as runs are recorded, in the process that records them). And
+    [bench] live_rep_ms: on a GPU, a shorter timed series has more saves fit in an hour (every correct save
+    is still benchmarked, and its timings kept as usual)."""
+    extra = (f"\n[history]\nkeep_runs = {keep_runs}\n" if keep_runs is not None else "") + \
+        (f"\n[bench]\nlive_rep_ms = {live_rep_ms}\n" if live_rep_ms is not None else "")
+    if extra:
         with open(project / "workbench.toml", "a") as toml:
-            toml.write(f"\n[history]\nkeep_runs = {keep_runs}\n")
+            toml.write(extra)
 
 
 def records(project: Path) -> list[Path]:
@@ -166,8 +170,9 @@ def hash_of(path: Path) -> str:
 
 # -- app ------------------------------------------------------------------------------------------------------
 
-def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: int | None = None) -> list[dict]:
-    limit_history(project, keep_runs)
+def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: int | None = None,
+             live_rep_ms: float | None = None, until: float = float("inf")) -> list[dict]:
+    limit_history(project, keep_runs, live_rep_ms)
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45",
@@ -198,6 +203,8 @@ def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: in
                      **sample(app.pid)})
         progress(rows[-1])
         for n in range(1, saves + 1):
+            if time.monotonic() > until:
+                break
             kind, text = variant(good, n)
             seen = len(records(project))
             saved = time.monotonic()
@@ -223,7 +230,8 @@ def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: in
 
 # -- mcp ------------------------------------------------------------------------------------------------------
 
-async def soak_mcp(work: Path, name: str, saves: int, progress, keep_runs: int | None = None) -> list[dict]:
+async def soak_mcp(work: Path, name: str, saves: int, progress, keep_runs: int | None = None,
+                   live_rep_ms: float | None = None, until: float = float("inf")) -> list[dict]:
     from mcp import Client, StdioServerParameters
 
     env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
@@ -238,9 +246,11 @@ async def soak_mcp(work: Path, name: str, saves: int, progress, keep_runs: int |
         server = servers[0]
         await client.call_tool("new", {"name": name, "dir": "projects"})
         kernel = work / "projects" / name / "kernel.py"
-        limit_history(kernel.parent, keep_runs)
+        limit_history(kernel.parent, keep_runs, live_rep_ms)
         good = kernel.read_text()
         for n in range(0, saves + 1):
+            if time.monotonic() > until:
+                break
             kind, text = ("start", good) if n == 0 else variant(good, n)
             editor_save(kernel, text)
             started = time.monotonic()
@@ -285,13 +295,21 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scaffolded project's folder")
     parser.add_argument("--keep-runs", type=int, help="the project's [history] keep_runs (default: as scaffolded, "
                         "500): a lower one has a shorter soak prune the history too")
+    parser.add_argument("--live-rep-ms", type=float, help="the project's [bench] live_rep_ms (a GPU's timed series "
+                        "per correct save; default as scaffolded)")
+    parser.add_argument("--minutes", type=float, default=float("inf"), help="start no save after this long: the "
+                        "rows so far are summarised (a machine lent for a limited time)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: the app and its workers are ended too
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     started = time.monotonic()
+    until = started + args.minutes * 60
+    written = open(args.out / f"soak_{args.mode}.rows.jsonl", "w")  # each row as it comes: a killed soak keeps them
 
     def progress(row: dict) -> None:
+        written.write(json.dumps(row) + "\n")
+        written.flush()
         if row["save"] % 10 == 0 or row["verdict"] == "timed out":
             print(f"  save {row['save']:>4} {row['kind']:<12} {str(row['verdict']):<10} "
                   f"{row['verdict_s'] or 0:6.2f} s  RSS {row['rss_mb']:7.1f} MB  children {row['children']} "
@@ -299,15 +317,19 @@ def main() -> int:
 
     try:
         if args.mode == "app":
-            rows = soak_app(scaffold(work, args.scaffold), args.saves, args.interval, progress, args.keep_runs)
+            rows = soak_app(scaffold(work, args.scaffold), args.saves, args.interval, progress, args.keep_runs,
+                            args.live_rep_ms, until)
         else:
             import anyio
 
-            rows = anyio.run(soak_mcp, work, args.scaffold, args.saves, progress, args.keep_runs)
+            rows = anyio.run(soak_mcp, work, args.scaffold, args.saves, progress, args.keep_runs, args.live_rep_ms,
+                             until)
     finally:
+        written.close()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     result = {"mode": args.mode, "scaffold": args.scaffold, "interval_s": args.interval, "keep_runs": args.keep_runs,
+              "live_rep_ms": args.live_rep_ms,
               "wall_s": round(time.monotonic() - started, 1), "summary": summary(rows), "rows": rows}
     with open(args.out / f"soak_{args.mode}.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
