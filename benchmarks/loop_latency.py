@@ -60,7 +60,7 @@ from workbench.core.events import (
     WorkerReady,  # noqa: E402
 )
 from workbench.core.project.folder import Project, source_hash  # noqa: E402
-from workbench.core.timing.bench import REUSED_REFERENCE_NOTE  # noqa: E402
+from workbench.core.timing.baselines import REUSED_REFERENCE_NOTE  # noqa: E402
 from workbench.tui.app import WorkbenchApp  # noqa: E402
 from workbench.tui.messages import RunEvent, SaveAccepted  # noqa: E402
 

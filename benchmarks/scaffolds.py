@@ -9,7 +9,7 @@
 Every number comes from the workbench's own machinery: the ceilings from `device.load_or_measure`
 (measured afresh: the best of several streaming copies, an 8192³ bf16 matmul), every time from
 `timers.measure` (CUDA events per call with the L2 flushed before each call, or CUDA-graph replay
-under 20 µs, as `workbench bench` does), torch.compile through `bench.compile_reference`.
+under 20 µs, as `workbench bench` does), torch.compile through `baselines.compile_reference`.
 Each kernel is checked against its reference before it is timed. Comparisons, measured in the
 same run: memory-bound scaffolds against the eager reference and torch.compile of it, and against
 a Triton copy of the same bytes (what the footprint allows: small cases cannot reach the 1 GiB
@@ -135,7 +135,7 @@ def timing_dict(t) -> dict | None:
 def bench_case(scaffold, km, params, config, flusher, ceilings) -> dict:
     import torch
 
-    from workbench.core.timing.bench import compile_reference
+    from workbench.core.timing.baselines import compile_reference
     from workbench.core.timing.compilewatch import CompileWatch, jit_functions
     from workbench.core.timing.copy_kernels import triton_copy
     from workbench.core.timing.timers import measure

@@ -14,7 +14,7 @@ Times come from `timers.measure` (CUDA events per call with the L2 flushed befor
 `workbench bench` takes them; the copy ceiling from `device.load_or_measure`, measured afresh. Before
 timing, each case's forward and gradients are compared with the reference's run in float32 (relative
 error norm per output). Peak memory: one call's peak allocation beyond what was allocated before it
-(bench.peak_memory). Bytes for the roofline: the scaffold's bytes_moved(mode=...).
+(memory.peak_memory). Bytes for the roofline: the scaffold's bytes_moved(mode=...).
 
 Writes $OUT/training.json and $OUT/training.md and puts the section into benchmarks/RESULTS.md. The bar
 (issue 28): the backward at >= 0.9x torch.compile's backward.
@@ -85,7 +85,7 @@ def bench_case(scaffold: str, km, params: dict, config, flusher, ceilings) -> di
     import torch
     import torch._functorch.config
 
-    from workbench.core.timing.bench import peak_memory
+    from workbench.core.timing.memory import peak_memory
     from workbench.core.timing.compilewatch import CompileWatch, jit_functions
     from workbench.core.timing.modes import TimedMode, timed_mode
     from workbench.core.timing.timers import measure

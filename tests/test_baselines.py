@@ -75,12 +75,12 @@ def test_the_references_time_is_kept_beside_torch_compiles_and_a_reused_one_is_n
 
 def test_a_kept_baseline_is_read_back_with_a_note_saying_when():
     from workbench.core.events import BenchResult
-    from workbench.core.timing.bench import CaseBencher
+    from workbench.core.timing.baselines import Baselines
 
-    bencher = SimpleNamespace(kept_baselines={"r1": {"timing": baselines._plain(timing(4.0)), "measured_at": 0.0}})
+    timer = SimpleNamespace(kept_baselines={"r1": {"timing": baselines._plain(timing(4.0)), "measured_at": 0.0}})
     result = BenchResult(case_index=0, label="n=8")
-    assert CaseBencher._kept(bencher, result, "r2", "reference_fn", "timing method") is None and not result.notes
-    kept = CaseBencher._kept(bencher, result, "r1", "reference_fn", "timing method")
+    assert Baselines._kept(timer, result, "r2", "reference_fn", "timing method") is None and not result.notes
+    kept = Baselines._kept(timer, result, "r1", "reference_fn", "timing method")
     assert kept == timing(4.0)
     assert result.notes[0].startswith("reference_fn: its time from a run at ")
     assert "torch and timing method); `workbench bench --fresh-baselines` measures it again" in result.notes[0]

@@ -210,7 +210,7 @@ def test_the_reference_key_ignores_the_kernel_and_follows_the_reference(tmp_path
 
     from workbench.core.project.config import BenchConfig
     from workbench.core.project.contract import load_kernel
-    from workbench.core.timing.bench import reference_key
+    from workbench.core.timing.baselines import reference_key
 
     def key(source, case=0, gpu="NVIDIA H200", config=BenchConfig()):
         path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.py"

@@ -252,7 +252,7 @@ def test_events_emitted_while_a_case_is_on_its_way_never_cut_into_its_frame():
 
     judge = threading.Thread(target=judge_side)
     judge.start()
-    from workbench.core.timing.bench import hand_over
+    from workbench.core.timing.checking import hand_over
 
     pending = hand_over(link.judge, data)
     for n in range(40):
@@ -265,7 +265,7 @@ def test_events_emitted_while_a_case_is_on_its_way_never_cut_into_its_frame():
 
 
 def test_a_pending_verdict_raises_what_the_hand_over_raised():
-    from workbench.core.timing.bench import hand_over
+    from workbench.core.timing.checking import hand_over
 
     def gone(data):
         raise SystemExit(76)

@@ -198,7 +198,7 @@ def test_a_kernel_right_only_on_the_inputs_it_was_checked_on_posts_no_time(monke
 
 
 def test_a_sampled_call_is_passed_over_only_when_bit_for_bit_the_checked_one():
-    from workbench.core.timing.bench import identical
+    from workbench.core.timing.checking import identical
     from workbench.core.verify.tensors import flatten_outputs
 
     codes, scale = torch.arange(12, dtype=torch.int8), torch.randn(3, dtype=torch.bfloat16)

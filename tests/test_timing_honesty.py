@@ -1,7 +1,8 @@
 """The benchmark's refusals to post a time kernel.py could fake (pure logic and CPU tensors: no GPU).
 
 The timed calls' Triton launches against a checked call's, the input copies they rotate through, and
-rates past this GPU's measured ceilings (timing/plausible.py, timing/rotation.py, bench.CaseBencher).
+rates past this GPU's measured ceilings (timing/plausible.py, timing/rotation.py, timing/timed_series.py,
+bench.CaseBencher).
 """
 
 from types import SimpleNamespace
@@ -11,7 +12,7 @@ import torch
 
 from workbench.core.events import BenchResult, Timing
 from workbench.core.text import fmt_bandwidth
-from workbench.core.timing import bench
+from workbench.core.timing import baselines, bench, timed_series
 from workbench.core.timing.plausible import (
     PLAUSIBLE_MARGIN,
     affordable_sets,
@@ -209,22 +210,18 @@ def test_autotuning_launches_are_told_apart_from_the_calls_own(monkeypatch):
 
 # -- the bencher's rotation, with the device's memory faked ------------------------------------------
 
-def bencher_with(kernel_fn, monkeypatch, free_bytes):
-    monkeypatch.setattr(bench, "free_device_bytes", lambda: free_bytes)
-    bencher = object.__new__(bench.CaseBencher)
-    bencher.km = bencher.project_km = SimpleNamespace(kernel_fn=kernel_fn)
-    bencher.mode = None  # a forward-only kernel (timing/modes.py)
-    return bencher
+def input_sets_of(kernel_fn, result, inputs, originals, first_launches, free_bytes):
+    """timed_series.input_sets for a forward-only kernel (timing/modes.py), `free_bytes` of device memory free."""
+    return timed_series.input_sets(result, kernel_fn, inputs, originals, first_launches, free_bytes)
 
 
-def test_the_bencher_rotates_copies_and_checks_a_call_on_each(monkeypatch):
+def test_the_bencher_rotates_copies_and_checks_a_call_on_each():
     before = LaunchCounter.count
     kernel_fn = launcher(LaunchCounter, "all")
     inputs = [torch.randn(1024)]
     kernel_fn(*inputs)
-    bencher = bencher_with(kernel_fn, monkeypatch, free_bytes=GIB)
     result = BenchResult(case_index=3, label="n=1024")
-    rotation = bencher._rotation(result, inputs, None, first_launches=1, free=bench.free_device_bytes())
+    rotation = input_sets_of(kernel_fn, result, inputs, None, first_launches=1, free_bytes=GIB)
     assert result.input_sets == 4 and len(rotation.sets) == 4 and rotation.sets[0][0] is inputs[0]
     assert result.checked_launches == 1 and not any("not rotated" in n for n in result.notes)
     launched, calls = timed(rotation, LaunchCounter)
@@ -233,18 +230,18 @@ def test_the_bencher_rotates_copies_and_checks_a_call_on_each(monkeypatch):
     assert LaunchCounter.count - before == 4  # the first call and one a copy
 
 
-def test_without_room_for_a_copy_the_first_calls_own_launches_are_the_check(monkeypatch):
+def test_without_room_for_a_copy_the_first_calls_own_launches_are_the_check():
     kernel_fn = launcher(LaunchCounter, "all")
     inputs = [torch.randn(1024)]
-    bencher = bencher_with(kernel_fn, monkeypatch, free_bytes=4096)  # a copy (4 KiB) is over a quarter
     result = BenchResult(case_index=3, label="n=1024")
-    rotation = bencher._rotation(result, inputs, None, first_launches=2, free=bench.free_device_bytes())
+    # a copy (4 KiB) is over a quarter
+    rotation = input_sets_of(kernel_fn, result, inputs, None, first_launches=2, free_bytes=4096)
     assert result.input_sets == 1 and len(rotation.sets) == 1
     assert result.checked_launches == 2
     assert any(n.startswith("inputs not rotated") for n in result.notes)
 
 
-def test_an_inplace_kernels_sets_all_start_from_get_inputs_values(monkeypatch):
+def test_an_inplace_kernels_sets_all_start_from_get_inputs_values():
     def doubles_in_place(x):
         x.mul_(2)
         return x
@@ -252,10 +249,8 @@ def test_an_inplace_kernels_sets_all_start_from_get_inputs_values(monkeypatch):
     original = torch.arange(8, dtype=torch.float32)
     inputs = [original.clone()]
     doubles_in_place(*inputs)  # the first call changed them
-    bencher = bencher_with(doubles_in_place, monkeypatch, free_bytes=GIB)
     result = BenchResult(case_index=0, label="n=8")
-    rotation = bencher._rotation(result, inputs, [original.clone()], first_launches=1,
-                                free=bench.free_device_bytes())
+    rotation = input_sets_of(doubles_in_place, result, inputs, [original.clone()], first_launches=1, free_bytes=GIB)
     assert torch.equal(inputs[0], original)  # restored before copying
     assert all(s[0].data_ptr() != inputs[0].data_ptr() for s in rotation.sets[1:])
 
@@ -458,7 +453,8 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None, checker
             fn()
         return Measurement(kernel_timing(median_ms) if what == "kernel" else kernel_timing(1.0))
 
-    monkeypatch.setattr(bench, "measure", fake_measure)
+    monkeypatch.setattr(timed_series, "measure", fake_measure)  # the kernel's timed calls
+    monkeypatch.setattr(baselines, "measure", fake_measure)  # the reference's
     cpu_streams(monkeypatch)
     monkeypatch.setattr(bench, "gpu_state", lambda uuid="": GpuState())
     monkeypatch.setattr(bench, "device_uuid", lambda: "")
@@ -469,10 +465,13 @@ def bench_case(monkeypatch, kernel_fn, median_ms=0.05, bytes_moved=None, checker
                                  bytes_moved=bytes_moved, flops=None, path="kernel.py", module=None)
     bencher.project_km, bencher.mode, bencher.backward = bencher.km, None, False
     bencher.config = BenchConfig(compare_torch_compile=False)
-    bencher.inplace, bencher.live, bencher.known_references, bencher.kept_baselines = False, False, {}, {}
+    bencher.inplace = False
     bencher.emit = events.append
     bencher.facts = DeviceFacts(name="a GPU", copy_gbps=3000.0, matmul_tflops=750.0)
     bencher.flusher = bencher.watch = None
+    context = SimpleNamespace(km=bencher.km, config=SimpleNamespace(bench=bencher.config), emit=events.append,
+                              job=SimpleNamespace(live=False, reference_timings={}, kept_baselines={}))
+    bencher.baselines = baselines.Baselines(context, bencher.facts.name, None, None)
     bencher.checker = (checker or FakeChecker)(bencher.km)
     bencher.autotuners, bencher.wait_for_gpu = {}, lambda: None
     bencher._run(Case(index=3, params={"n": 1 << 16}, purpose="bench"), None)

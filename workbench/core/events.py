@@ -189,7 +189,7 @@ class Timing:
     # (timing/noise.py). Empty in records written before they were kept, and for the reference's timings.
     samples_ms: list[float] = field(default_factory=list)
     # Device memory one call took at its peak beyond what was allocated before it (outputs, saved tensors,
-    # temporaries): bench.peak_memory. None where not measured.
+    # temporaries): timing/memory.peak_memory. None where not measured.
     peak_memory_bytes: int | None = None
 
 
@@ -240,8 +240,8 @@ class BenchResult(Event):
     notes: list[str] = field(default_factory=list)
     sm_clock_mhz: int | None = None  # read right after the kernel's timed series (boost clocks, or not)
     temperature_c: int | None = None
-    reference_key: str = ""  # what the reference's time depends on (bench.reference_key): the live loop reuses it
-    compiled_key: str = ""  # ... and torch.compile's (bench.compiled_key): kept across runs (project/kept.py)
+    reference_key: str = ""  # what the reference's time depends on (baselines.reference_key): the live loop reuses it
+    compiled_key: str = ""  # ... and torch.compile's (baselines.compiled_key): kept across runs (project/kept.py)
     compiled_reused: bool = False  # `compiled` is a time measured by an earlier run (its note says when)
     reference_reused: bool = False  # ... and `reference` (the live loop's earlier save, or a kept baseline)
     gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult

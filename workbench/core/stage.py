@@ -92,9 +92,9 @@ class Job:
     cache_dir: str = ""
     pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
     live: bool = False  # the live loop's run: its shorter timing series, no compatibility checks
-    reference_timings: dict[str, Any] = field(default_factory=dict)  # bench.reference_key -> earlier Timing (live)
-    # Baselines timed by earlier runs (project/kept.py): bench.compiled_key -> torch.compile(reference_fn)'s,
-    # bench.reference_key -> reference_fn's, each {"timing", "measured_at"} (headless runs)
+    reference_timings: dict[str, Any] = field(default_factory=dict)  # baselines.reference_key -> earlier Timing (live)
+    # Baselines timed by earlier runs (project/kept.py): baselines.compiled_key -> torch.compile(reference_fn)'s,
+    # baselines.reference_key -> reference_fn's, each {"timing", "measured_at"} (headless runs)
     kept_baselines: dict[str, Any] = field(default_factory=dict)
     # Compatibility checks that passed in earlier runs (project/kept.py): compat.finding_key -> {"check", "at"}
     kept_findings: dict[str, Any] = field(default_factory=dict)

@@ -24,7 +24,7 @@ def fmt_value(value: float | None) -> str:
 
 
 def fmt_memory(timing) -> str:
-    """A call's peak device memory beyond its inputs, in MiB (events.Timing.peak_memory_bytes; bench.peak_memory)."""
+    """A call's peak device memory beyond its inputs, in MiB (events.Timing.peak_memory_bytes; timing/memory.peak_memory)."""
     if timing is None or timing.peak_memory_bytes is None:
         return MISSING
     return f"{timing.peak_memory_bytes / (1 << 20):.4g} MiB"

@@ -1,0 +1,174 @@
+"""The baselines a kernel's time is compared with: reference_fn and torch.compile(reference_fn), timed on the
+same inputs by the same timer (docs/TIMING.md).
+
+A baseline's time depends on the reference, the inputs, the GPU, torch and the timing method, never on the
+kernel (`reference_key`, `compiled_key`): the live loop reuses the reference's time of its earlier runs, and a
+headless run one kept by an earlier run (project/kept.py); either says so in the result's notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+from typing import Any, Callable
+
+import torch
+
+from ..events import BenchResult, StageChanged, Timing
+from ..project.contract import Case, KernelModule, first_line
+from ..project.kept import kept_since
+from ..stage import Phases, is_cuda_fatal
+from ..verify.tensors import restore_inputs, synchronize
+from .compilewatch import CompileWatch
+from .memory import peak_memory
+from .modes import TimedMode
+from .stats import without_samples
+from .timers import L2Flusher, measure
+
+REUSED_REFERENCE_NOTE = ("reference time from an earlier run of the live loop (reference_fn, get_inputs, case and "
+                         "GPU unchanged); `workbench bench` times it afresh")
+COMPILE_WARMUP_CALLS = 3
+
+
+class Baselines:
+    """Times (or reuses the times of) the reference and torch.compile(reference_fn), one case after another."""
+
+    def __init__(self, context: Any, device_name: str, flusher: L2Flusher, watch: CompileWatch):
+        self.project_km: KernelModule = context.km
+        self.config = context.config.bench
+        self.device_name = device_name
+        self.flusher, self.watch = flusher, watch  # the kernel's own
+        self.emit: Callable[[Any], None] = context.emit
+        self.live = context.job.live
+        # The live loop passes the reference times of its earlier runs: a save changes the kernel, not them.
+        self.known_references: dict[str, dict] = context.job.reference_timings
+        self.kept_baselines: dict[str, dict] = context.job.kept_baselines
+
+    def time(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
+             phases: Phases, km: KernelModule, mode: TimedMode | None) -> None:
+        """The baselines of `case` into `result`; `km`, `mode`: the case's (modes.py: a training kernel's
+        reference_fn called in its benchmark mode)."""
+        if originals is not None:
+            restore_inputs(inputs, originals)
+        result.reference_key = reference_key(self.project_km, case, self.config, self.device_name, result.mode)
+        known = self.known_references.get(result.reference_key) if self.live else None
+        if known:
+            result.reference, result.reference_reused = Timing(**known), True
+            result.notes.append(REUSED_REFERENCE_NOTE)
+        else:
+            result.reference = self._kept(result, result.reference_key, "reference_fn", "timing method")
+            result.reference_reused = result.reference is not None
+            if result.reference is None:
+                self._time_reference(result, inputs, km)
+        phases.done("baselines: reference_fn timed")
+        if not self.config.compare_torch_compile:
+            result.compiled_note = ("not measured in the live loop ([bench] live_compare_torch_compile; "
+                                    "`workbench bench` measures it)" if self.live else
+                                    "not measured ([bench] compare_torch_compile = false)")
+            return
+        result.compiled_key = compiled_key(result.reference_key)
+        result.compiled = self._kept(result, result.compiled_key, "torch.compile", "Triton")
+        if result.compiled is not None:
+            result.compiled_reused = True
+            return
+        self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
+                               case_index=case.index))
+        training = mode is not None and mode.indices
+        compiled, note = compile_reference(self.project_km.reference_fn, inputs,
+                                           (lambda fn: mode.wrap(fn, False)) if training else None)
+        phases.done("baselines: torch.compile(reference_fn) compiled")
+        if compiled is None:
+            result.compiled_note = note
+            return
+        try:
+            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile",
+                            result.bytes_moved)
+        except Exception as exc:  # noqa: BLE001
+            if is_cuda_fatal(exc):
+                raise
+            result.compiled_note = f"timing torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)}"
+            return
+        result.compiled = without_samples(timed.timing)  # only the kernel's samples are compared between runs
+        if result.compiled is not None:
+            result.compiled.peak_memory_bytes = peak_memory(lambda: compiled(*inputs))
+        result.notes += timed.notes
+        phases.done("baselines: torch.compile(reference_fn) timed")
+
+    def _kept(self, result: BenchResult, key: str, what: str, also: str) -> Timing | None:
+        """A baseline's time kept from an earlier run (project/kept.py), noted as such; None when there is none."""
+        entry = self.kept_baselines.get(key)
+        if not entry:
+            return None
+        result.notes.append(f"{what}: its time from a run at {kept_since(entry.get('measured_at', 0))} (the same "
+                            f"reference_fn, get_inputs, case, GPU, torch and {also}); `workbench bench "
+                            "--fresh-baselines` measures it again")
+        return Timing(**entry["timing"])
+
+    def _time_reference(self, result: BenchResult, inputs: list[Any], km: KernelModule) -> None:
+        try:
+            km.reference_fn(*inputs)  # its first call in the inputs' own dtype: warm it outside the timing
+            reference = measure(lambda: km.reference_fn(*inputs), self.config, self.flusher, self.watch,
+                                "reference", result.bytes_moved)
+            result.reference = without_samples(reference.timing)
+            if result.reference is not None:
+                result.reference.peak_memory_bytes = peak_memory(lambda: km.reference_fn(*inputs))
+            result.notes += reference.notes
+        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be timed is a note, not a failure
+            if is_cuda_fatal(exc):
+                raise
+            result.notes.append(f"reference_fn could not be timed: {type(exc).__name__}: {first_line(exc)}")
+
+
+def reference_key(km: KernelModule, case: Case, config: Any, device_name: str, mode: str = "") -> str:
+    """What the reference's time depends on: reference_fn's and get_inputs' source, the case, the GPU,
+    torch, the timing method and a training kernel's mode. Not the kernel: a save that changes only the kernel
+    keeps the key."""
+    parts = [function_source(km.reference_fn), function_source(km.get_inputs), repr(sorted(case.params.items())),
+             device_name, torch.__version__,
+             repr([getattr(config, f.name) for f in dataclasses.fields(config) if f.name != "mode"])]
+    if mode:
+        parts.append(mode)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def compiled_key(reference: str) -> str:
+    """What torch.compile(reference_fn)'s time depends on: the reference's key (reference_key) and Triton."""
+    import triton
+
+    return hashlib.sha256(f"{reference}\0{triton.__version__}".encode()).hexdigest()[:16]
+
+
+def function_source(fn: Any) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return repr(fn)
+
+
+def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any],
+                      wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+                      ) -> tuple[Callable[..., Any] | None, str]:
+    """torch.compile(reference_fn), specialised to this case's shapes and warmed up; or (None, why not).
+    `wrap`: how a training kernel's mode calls it (modes.TimedMode.wrap: its backward compiled by AOTAutograd)."""
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()  # each case compiles afresh: no recompile limit, no shape-generic fallback
+        if wrap is not None:
+            # The backward alone is timed by calling it again on one graph (retain_graph=True), which AOTAutograd's
+            # donated buffers (the backward reusing its saved tensors' memory) refuse.
+            import torch._functorch.config
+
+            torch._functorch.config.donated_buffer = False
+        compiled = torch.compile(reference_fn, dynamic=False)
+        if wrap is not None:
+            compiled = wrap(compiled)
+        for _ in range(COMPILE_WARMUP_CALLS):
+            compiled(*inputs)
+        synchronize()
+        return compiled, ""
+    except Exception as exc:  # noqa: BLE001 - torch.compile is a comparison, never a reason to fail
+        if is_cuda_fatal(exc):
+            raise
+        return None, f"torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)[:200]}"
