@@ -1,6 +1,6 @@
 """The live loop's restart policy: one run at a time, the newest request wins (kill-then-restart).
 
-    loop = LiveLoop(project, make_runner(keep_warm=True), on_event=..., on_done=...)
+    loop = LiveLoop(project, runner_or_None, on_event=..., on_done=...)
     loop.start()                      # warms a worker now, before the first save
     run_id = loop.submit(RunRequest(stages=("verify", "bench"), reason="save"))
     ...
@@ -8,9 +8,11 @@
 
 `submit` kills the run in progress and queues the new one; a run thread takes
 the newest request, clears the project's Triton cache and runs it in a fresh
-warm worker (`session.run_project`). Events reach `on_event(run_id, event)` on
-that thread; once `submit` returns, no event of an older run is delivered, so a
-consumer only ever sees the run it asked for last. UI-free.
+warm worker. The runs go through the loop's `run.session.Session` (one at a
+time, cancel, close): on the runner given (`workbench watch`'s), else this
+machine's, kept warm. Events reach `on_event(run_id, event)` on that thread;
+once `submit` returns, no event of an older run is delivered, so a consumer only
+ever sees the run it asked for last. UI-free.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..events import BenchResult, Event, Problem, RunFinished
 from ..project.folder import Project
 from ..project.history import RecorderLock
 from ..run.contracts import RunnerLike
-from ..run.session import PluginHooks, RunOutcome, RunSpec, run_project
+from ..run.session import PluginHooks, RunOutcome, RunSpec, Session
 from .watch import Save
 
 
@@ -44,10 +46,13 @@ OnRunDone = Callable[[int, RunRequest, RunOutcome], None]
 
 
 class LiveLoop:
-    def __init__(self, project: Project, runner: RunnerLike, on_event: OnRunEvent,
+    def __init__(self, project: Project, runner: RunnerLike | None, on_event: OnRunEvent,
                  on_start: OnRunStart | None = None, on_done: OnRunDone | None = None,
-                 hooks: PluginHooks | None = None):
-        self.project, self.runner, self.hooks = project, runner, hooks  # hooks: the plugins', fired by each run
+                 hooks: PluginHooks | None = None, interpret: bool = False):
+        """`runner`: the runs' (None: this machine's, in the mode `interpret` says); `hooks`: the plugins', fired by
+        each run."""
+        self.project = project
+        self.session = Session(hooks, [runner] if runner is not None else [], interpret=interpret, keep_warm=True)
         self.on_event, self.on_start, self.on_done = on_event, on_start, on_done
         self._wakeup = threading.Condition()
         self._pending: tuple[int, RunRequest] | None = None
@@ -66,7 +71,7 @@ class LiveLoop:
         """Warm a worker now, and take the project's recorder lock: the runs of a second loop on one project
         are not recorded (`recording` says which this one is; `recorder.holder`, the pid of the one that is)."""
         self.recording = self.recorder.acquire()
-        self.runner.prewarm()
+        self.session.prewarm()
         self._thread.start()
 
     def submit(self, request: RunRequest) -> int:
@@ -75,7 +80,7 @@ class LiveLoop:
             self._latest += 1
             self._pending = (self._latest, request)
             self._wakeup.notify()
-        self.runner.cancel()
+        self.session.cancel()
         return self._latest
 
     def close(self) -> None:
@@ -83,7 +88,7 @@ class LiveLoop:
             self._closed = True
             self._pending = None
             self._wakeup.notify()
-        self.runner.close()
+        self.session.close()
         self.recorder.release()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
@@ -109,13 +114,13 @@ class LiveLoop:
                 if current:
                     self.on_event(run_id, event)
             if not current:
-                self.runner.cancel()  # overtaken after it was taken off the queue: stop it now
+                self.session.cancel()  # overtaken after it was taken off the queue: stop it now
 
         started = time.monotonic()
         try:
             spec = RunSpec(tuple(request.stages), pins=dict(request.pins), live=True,
                            reference_timings=dict(self._reference_timings), record=self.recording)
-            outcome = run_project(self.project, self.runner, spec, relay, self.hooks)
+            outcome = self.session.run(self.project, spec, relay)
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",
                           traceback=traceback.format_exc()))

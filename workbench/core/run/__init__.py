@@ -9,8 +9,9 @@ Parent side (the CLI's or the app's process; never imports kernel.py, torch or t
     workers       a worker process of this machine, and their source (LocalWorkers)
     forkserver    the client of the warm template workers are forked from
     contracts     what a runner and a worker are (Protocols plugins implement)
-    factory       the one place a runner is built
-    session       one run of a project end to end, with its record
+    factory       how a runner is built: make_runner, lanes, choose_runners
+    session       one run of a project end to end, with its record; Session, the one owner of a front end's
+                  runs: it chooses their runners, builds their Jobs and fires the plugins' hooks
     gpus, trace   GPU discovery and placement; optional timeline marks for benchmarks
 Both sides:
     protocol      what crosses the boundary: module names, the job and gate lines, exit statuses
@@ -36,6 +37,7 @@ _EXPORTS = {
     "WorkerProcess": ".workers", "WorkerStartError": ".workers", "LocalWorkers": ".workers",
     "event_or_log": ".workers", "log_lines_left": ".workers", "worker_env": ".workers", "wait_for_ready": ".workers",
     "RunOutcome": ".session", "run_project": ".session", "RunSpec": ".session", "PluginHooks": ".session",
+    "Session": ".session",
     "GpuSlot": ".gpus", "discover_gpus": ".gpus", "select_gpus": ".gpus",
     "WORKER_MODULE": ".protocol",
 }

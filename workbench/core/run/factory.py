@@ -1,5 +1,7 @@
-"""Parent side: the one place a Runner is built, for every entry point (verify, bench, watch and the app,
-`pytest --workbench`, `doctor --measure`, the profiler and sanitizer plugins, the Ray plugin).
+"""Parent side: how a Runner is built. `session.Session` calls these for every front end (verify, bench, ir, watch
+and the app, `pytest --workbench`, the MCP server, `doctor --measure`, the profiler and sanitizer plugins), and
+chooses which runner a run gets; the one caller elsewhere is a plugin's workbench_make_runner hook building a runner
+over its own worker source (the Ray plugin). `tests/test_run_spec_hooks.py` holds both to that.
 
     make_runner()                                   this machine's workers, verification sharded by default
     make_runner(launcher=["ncu", ...], env={...})   workers started under a profiler (one at a time)

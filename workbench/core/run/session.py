@@ -1,8 +1,11 @@
-"""One run of one project, from the parent's side: config, cache, job, events, outcome.
+"""One run of one project, from the parent's side: config, cache, job, events, outcome; and `Session`, the one owner
+of a front end's runs.
 
-Every front end of verify and bench (the CLI, the app's live loop, pytest --workbench, the MCP server) starts
-its runs through `run_project` with a `RunSpec`, which fires the plugins' notification hooks (`PluginHooks`);
-it never imports the kernel (the Runner's worker does). The profilers still build their own Job.
+Every front end (the CLI's verify, bench and ir, the app's live loop, pytest --workbench, the MCP server, the
+profiler and sanitizer plugins, `doctor --measure`) opens a `Session`, describes each run with a `RunSpec` and runs
+it through the session, then renders the outcome. The session chooses the runner (a plugin's, else lanes over the
+GPUs; a tool's launcher gets one of its own), `run_project` builds the Job (the only place one is built) and fires
+the plugins' notification hooks (`PluginHooks`). Nothing here imports the kernel (the Runner's worker does).
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..events import (
     AutotuneReport,
@@ -31,10 +35,12 @@ from ..project.kept import load_baselines, load_findings, remember_baselines, re
 from ..project.config import ConfigError
 from ..project.folder import Project, read_source_bytes, source_hash, watched_files
 from ..project.history import RunRecord, append_record
-from ..stage import COMPILE_TARGET_ENV, Job
+from ..stage import BENCH_STAGES, COMPILE_TARGET_ENV, Job
 from ..timing.stats import bench_rows, bench_summary
 from ..verdict import ENVIRONMENT_KINDS, Tally, Verdict
 from .contracts import OnEvent, RunnerLike
+from .factory import choose_runners, make_runner
+from .project_lanes import ProjectLanes
 
 FINDING_RANK = {"passed": 0, "refused": 1, "failed": 2}  # a compatibility finding's worst case wins
 
@@ -177,7 +183,13 @@ class RunSpec:
     live loop that is not the project's recorder does not: history.RecorderLock); `fresh_baselines`: time
     torch.compile(reference_fn) again rather than reuse an earlier run's time (project/kept.py); `bench_mode`: a
     training kernel's benchmark mode ("fwd", "bwd", "full"), over workbench.toml's [bench] mode; `fresh_checks`:
-    run the torch.compile and CUDA-graph checks again rather than keep an earlier run's pass (project/kept.py)."""
+    run the torch.compile and CUDA-graph checks again rather than keep an earlier run's pass (project/kept.py).
+
+    Where the worker runs: `launcher`, the command it is started under (a profiler's: ncu, compute-sanitizer), and
+    `env`, variables its environment gets (a tool's PYTHONPATH, a compile target: stage.COMPILE_TARGET_ENV); a spec
+    with either gets a runner of its own, one worker, closed when the run is over (`Session.run`). `cache_dir`: a
+    Triton cache of the run's own, left as it is (a tool's run keeps apart from the project's cache, which every
+    other run clears first)."""
 
     stages: tuple[str, ...]
     case_indices: list[int] | None = None
@@ -190,9 +202,18 @@ class RunSpec:
     fresh_baselines: bool = False
     bench_mode: str = ""
     fresh_checks: bool = False
+    launcher: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cache_dir: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
+        object.__setattr__(self, "launcher", tuple(self.launcher))
+
+    @property
+    def own_runner(self) -> bool:
+        """Whether the run's worker is started its own way (a launcher, an environment): a runner made for it alone."""
+        return bool(self.launcher or self.env)
 
 
 class PluginHooks:
@@ -288,7 +309,8 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
         collect(outcome.tally.finished(time.monotonic() - started))
         return outcome
     project.ensure_state_dir()
-    project.clear_triton_cache()
+    if not spec.cache_dir:
+        project.clear_triton_cache()
     if spec.live:
         config = replace(config, bench=config.bench.for_live_loop())
     if spec.bench_mode:  # the command line's --mode wins over workbench.toml
@@ -299,7 +321,7 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
     # The baselines' kept times (the live loop keeps its own reference times, and times no torch.compile)
     keeps_baselines = "bench" in stages and not spec.live and not spec.fresh_baselines
     job = Job(kernel_path=str(project.kernel_path), stages=stages, config=config.to_dict(),
-              case_indices=spec.case_indices, cache_dir=str(project.triton_cache_dir), pins=dict(spec.pins),
+              case_indices=spec.case_indices, cache_dir=spec.cache_dir or str(project.triton_cache_dir), pins=dict(spec.pins),
               live=spec.live, reference_timings=dict(spec.reference_timings), options=dict(spec.options),
               kept_baselines=load_baselines(project) if keeps_baselines else {},
               kept_findings=load_findings(project) if not spec.live and not spec.fresh_checks else {},
@@ -319,10 +341,218 @@ def compile_for_target(project: Project, target: str, case_indices: list[int] | 
     """The project's kernels compiled for a named GPU architecture ("sm_90") and nothing run (`workbench ir
     --target`, the app's IR tab without a GPU): a worker of its own kind, which neither interprets nor touches
     CUDA (stage.COMPILE_TARGET_ENV), its stage "ir". Not recorded in the history."""
-    from .factory import make_runner
+    with Session() as session:
+        return session.run(project, RunSpec(("ir",), case_indices=case_indices, record=False,
+                                            env={COMPILE_TARGET_ENV: target}))
 
-    runner = make_runner(env={COMPILE_TARGET_ENV: target}, parallel=1)
-    try:
-        return run_project(project, runner, RunSpec(("ir",), case_indices=case_indices, record=False))
-    finally:
-        runner.close()
+
+class Session:
+    """The owner of a front end's runs (docs/ARCHITECTURE.md, "A run's owner"): it chooses the runners, runs one
+    project at a time with a cancel (the live loop, the MCP server, the profilers) or several over lanes (the CLI's
+    verify and bench, pytest --workbench), fires the plugins' notification hooks (`hooks`) for every run, and closes
+    every runner it holds.
+
+        Session.choose(3, ["verify"], gpus="all", plugin=...)  a plugin's runner, else lanes over the chosen GPUs
+        Session(hooks, [runner])              the runner a front end was handed (`workbench watch`'s, a test's)
+        Session(hooks, keep_warm=True)        this machine's workers, one runner per mode made on first use
+                                              (`gpus="all"`: placed on the GPUs, as the MCP server's are)
+        Session()                             the profilers: each spec's launcher gets a runner of its own
+
+    `run` blocks and takes one run at a time (a second call waits); `cancel`, from any thread, stops the run in
+    progress, even one whose runner has not started yet (it is stopped at its first event). `submit`/`run_many` put
+    projects on the lanes: each runner runs one project at a time (project_lanes.ProjectLanes)."""
+
+    def __init__(self, hooks: PluginHooks | None = None, runners: Sequence[RunnerLike] = (), *,
+                 interpret: bool = False, keep_warm: bool = False, gpus: str | None = None,
+                 make: Callable[[bool], RunnerLike] | None = None):
+        self.hooks = hooks
+        self.runners = list(runners)  # chosen for the session (lanes), or handed to it; else made per mode
+        self.interpret, self.keep_warm, self.gpus = interpret, keep_warm, gpus
+        self._make = make  # interpret -> a runner, for a mode without one (a test's stand-in)
+        self._made: dict[bool, RunnerLike] = {}
+        self._lanes: ProjectLanes[Any, RunOutcome] | None = None
+        self._one_at_a_time = threading.Lock()
+        self._state = threading.Lock()
+        self._current: RunnerLike | None = None
+        self._cancel_asked = False
+        self._closed = False
+
+    @classmethod
+    def choose(cls, projects: int, stages: Sequence[str], *, hooks: PluginHooks | None = None,
+               interpret: bool = False, keep_warm: bool = False, gpus: str | None = "all",
+               plugin: Callable[[], Any] | None = None) -> "Session":
+        """A session for `projects` projects' `stages` (the CLI's verify and bench, pytest --workbench): the runner a
+        plugin gives (`plugin()`, the workbench_make_runner hook), else lanes over the GPUs `gpus` selects
+        (factory.choose_runners). Raises gpus.GpuSelectionError for a `gpus` that names no GPU here."""
+        runners = choose_runners(projects, stages, interpret=interpret, keep_warm=keep_warm, gpus=gpus, plugin=plugin)
+        return cls(hooks, runners, interpret=interpret, keep_warm=keep_warm)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the runners ----------------------------------------------------------------------------
+
+    def runner(self, interpret: bool | None = None) -> RunnerLike:
+        """The runner of the session's runs: the first of those it was given or chose (whatever the mode: they were
+        chosen for one), else the one of the mode asked (default: the session's), made on first use and kept."""
+        if self.runners:
+            return self.runners[0]
+        mode = self.interpret if interpret is None else interpret
+        with self._state:
+            if mode not in self._made:
+                self._made[mode] = self._new_runner(mode)
+            return self._made[mode]
+
+    def _new_runner(self, interpret: bool) -> RunnerLike:
+        if self._make is not None:
+            return self._make(interpret)
+        if self.gpus is None:  # the environment's GPUs, no placement
+            return make_runner(interpret=interpret, keep_warm=self.keep_warm)
+        return choose_runners(1, BENCH_STAGES, interpret=interpret, keep_warm=self.keep_warm, gpus=self.gpus)[0]
+
+    def _own_runner(self, spec: RunSpec, interpret: bool | None) -> RunnerLike:
+        """A runner for one run whose worker starts its own way (RunSpec.launcher, .env): one worker at a time."""
+        mode = self.interpret if interpret is None else interpret
+        return make_runner(interpret=mode, env=dict(spec.env) or None, launcher=spec.launcher, parallel=1)
+
+    def prewarm(self, interpret: bool | None = None) -> None:
+        """Start the spares of the session's runner now, so that its first run is warm too."""
+        self.runner(interpret).prewarm()
+
+    # -- one run at a time ----------------------------------------------------------------------
+
+    def run(self, project: Project, spec: RunSpec, on_event: OnEvent | None = None,
+            interpret: bool | None = None) -> RunOutcome:
+        """One run of `project` (blocking; one at a time: a second call waits for the first), on the session's
+        runner of the mode `interpret` (default: the session's), or on one of its own for a spec with a launcher or
+        an environment (closed when the run is over)."""
+        with self._one_at_a_time:
+            own = spec.own_runner
+            runner = self._own_runner(spec, interpret) if own else self.runner(interpret)
+            try:
+                return run_project(project, runner, spec, self._watching(runner, on_event), self.hooks)
+            finally:
+                with self._state:
+                    self._current = None
+                if own:
+                    runner.close()
+
+    def run_stage(self, stage: str, on_event: OnEvent, timeout_s: float | None = None) -> RunFinished:
+        """A stage about this machine rather than a project's kernel (`doctor --measure`: "measure_ceilings"): a job
+        with no kernel, in one worker of its own, in the session's mode."""
+        with self._one_at_a_time:
+            runner = make_runner(interpret=self.interpret, parallel=1)
+            try:
+                return runner.run(Job(kernel_path="", stages=[stage]), self._watching(runner, on_event),
+                                  timeout_s=timeout_s)
+            finally:
+                with self._state:
+                    self._current = None
+                runner.close()
+
+    def _watching(self, runner: RunnerLike, on_event: OnEvent | None) -> OnEvent:
+        """`runner`'s run made the one in progress: the events relayed to `on_event`, and a cancel asked before the
+        runner had started the run carried out at its first event."""
+        with self._state:
+            self._current, self._cancel_asked = runner, False
+
+        def relay(event: Event) -> None:
+            if self._cancel_asked:
+                runner.cancel()
+            if on_event is not None:
+                on_event(event)
+
+        return relay
+
+    def cancel(self) -> None:
+        """Stop the run in progress, if any (its workers are killed; the runner stays for the next run)."""
+        with self._state:
+            self._cancel_asked = True
+            current = self._current
+        if current is not None:
+            current.cancel()
+
+    # -- several projects over the lanes --------------------------------------------------------
+
+    def submit(self, project: Project, spec: RunSpec, on_event: OnEvent | None = None,
+               on_start: Callable[[], None] | None = None,
+               on_done: Callable[[RunOutcome], None] | None = None) -> "Future[RunOutcome]":
+        """`project`'s run of `spec` on the session's lanes, whose runners each run one project at a time, taking
+        the next in the order submitted. On the lane: `on_start()` as the run begins, `on_done(outcome)` once it is
+        over, before the future has its outcome."""
+        runners = self.runners or [self.runner()]
+        with self._state:
+            if self._lanes is None:
+                self._lanes = ProjectLanes(runners, self._run_on_lane)
+            lanes = self._lanes
+        return lanes.submit(_LaneRun(project, spec, on_event, on_start, on_done))
+
+    def _run_on_lane(self, item: "_LaneRun", runner: RunnerLike) -> RunOutcome:
+        if item.on_start is not None:
+            item.on_start()
+        outcome = run_project(item.project, runner, item.spec, item.on_event, self.hooks)
+        if item.on_done is not None:
+            item.on_done(outcome)
+        return outcome
+
+    def result(self, future: "Future[RunOutcome]") -> RunOutcome:
+        """A submitted run's outcome once its lane has run it; a run that raised raises here (and so does every
+        project not started after it: project_lanes.ProjectLanes.result)."""
+        assert self._lanes is not None, "nothing was submitted"
+        return self._lanes.result(future)
+
+    def run_many(self, projects: Sequence[Project], spec: RunSpec,
+                 on_event: Callable[[Project, Event], None] | None = None,
+                 on_start: Callable[[Project], None] | None = None,
+                 on_done: Callable[[int, RunOutcome], None] | None = None) -> list[RunOutcome]:
+        """Every project's run of `spec` over the lanes; their outcomes in the projects' order. On the lanes, as each
+        run goes: `on_start(project)`, `on_event(project, event)`, then `on_done(index, outcome)`."""
+
+        def submit(index: int, project: Project) -> "Future[RunOutcome]":
+            return self.submit(project, spec,
+                               (lambda event: on_event(project, event)) if on_event is not None else None,
+                               (lambda: on_start(project)) if on_start is not None else None,
+                               (lambda outcome: on_done(index, outcome)) if on_done is not None else None)
+
+        futures = [submit(index, project) for index, project in enumerate(projects)]
+        return [self.result(future) for future in futures]
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def close(self, wait_s: float | None = None) -> None:
+        """No more runs: the lanes end once their current project does, and every runner the session holds is
+        closed (its workers killed). `wait_s`: close them in the background and wait at most that long (whatever
+        is left ends with this process)."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+            lanes, made = self._lanes, list(self._made.values())
+        runners = [*self.runners, *made]
+        if lanes is not None:  # the lanes close their own runners
+            lanes.close()
+            runners = [r for r in runners if all(r is not laned for laned in lanes.runners)]
+        if wait_s is None:
+            for runner in runners:
+                runner.close()
+            return
+        closing = [threading.Thread(target=runner.close, daemon=True) for runner in runners]
+        for thread in closing:
+            thread.start()
+        deadline = time.monotonic() + wait_s
+        for thread in closing:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+@dataclass(frozen=True)
+class _LaneRun:
+    """A run waiting for a lane (Session.submit)."""
+
+    project: Project
+    spec: RunSpec
+    on_event: OnEvent | None
+    on_start: Callable[[], None] | None
+    on_done: Callable[[RunOutcome], None] | None
