@@ -47,10 +47,10 @@ def driver(argv: list[str]) -> int:
     """In the measured process: the CLI, with each event's arrival time written to $HEADLESS_TIMELINE."""
     started = time.perf_counter()
     sys.path.insert(0, str(ROOT))
-    import workbench.builtin.verifying as verifying
+    import workbench.core.run.session as session
 
     timeline: list[dict] = []
-    run_project = verifying.run_project
+    run_project = session.run_project
     log = open(os.environ["HEADLESS_TIMELINE"] + "l", "w")  # .jsonl, as the events come: a run cut short keeps them
 
     def timed_run_project(project, runner, spec, on_event=None, hooks=None):
@@ -66,7 +66,7 @@ def driver(argv: list[str]) -> int:
                 on_event(event)
         return run_project(project, runner, spec, on, hooks)
 
-    verifying.run_project = timed_run_project
+    session.run_project = timed_run_project  # the session's lanes run each project through it
     from workbench.cli import main
 
     try:

@@ -1,6 +1,7 @@
-"""A run is one call, whatever front end starts it (issue 42): `run_project(project, runner, RunSpec(...))`,
-which fires the plugins' notification hooks for every run: the CLI's, the app's live loop's, pytest
---workbench's and the MCP server's alike."""
+"""A run is one call, whatever front end starts it (issue 42): a `Session` runs a `RunSpec` through
+`run_project(project, runner, spec)`, which builds the only Job and fires the plugins' notification hooks for
+every run: the CLI's, the app's live loop's, pytest --workbench's and the MCP server's alike. The session is the
+one place a run's runner is chosen (tests/test_run_session.py: how)."""
 
 from __future__ import annotations
 
@@ -99,12 +100,12 @@ def test_a_plugin_that_raises_stops_no_run(make_project):
 def test_the_mcp_servers_runs_fire_the_hooks(make_project):
     sys.path.insert(0, str(ROOT / "plugins" / "mcp"))
     try:
-        from workbench_mcp.runs import Runs
+        from workbench_mcp.runs import open_session
     finally:
         sys.path.pop(0)
     recorder = Recorder()
-    runs = Runs(make_runner=lambda interpret: OneRunRunner(), hooks=hooks_with(recorder))
-    runs.run(Project.open(make_project(kernels.GOOD, name="served")), ["verify"])
+    session = open_session(hooks_with(recorder), make_runner=lambda interpret: OneRunRunner())
+    session.run(Project.open(make_project(kernels.GOOD, name="served")), RunSpec(("verify",)))
     assert recorder.finished == [("served", "passed", 3)]
     assert [name for name, _ in recorder.events] == ["WorkerReady", "RunStarted", "RunFinished"]
 
@@ -162,3 +163,53 @@ def test_only_the_factory_chooses_lanes_and_gpus():
                     if name in ("lanes", "select_gpus"):
                         calls.add(str(path.relative_to(ROOT)))
     assert calls == {"workbench/core/run/factory.py"}
+
+
+# -- one place builds a Job, one chooses a runner ------------------------------------------------------------
+
+def package_sources():
+    for folder in ("workbench", "plugins"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "build" not in path.relative_to(ROOT).parts:
+                yield str(path.relative_to(ROOT)), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def calls_named(tree, names):
+    """The calls in `tree` of a function or class named one of `names` (job(...), run.Job(...)), each with the
+    names of the functions and classes around it."""
+    found = []
+
+    def walk(node, around):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name in names:
+                found.append((name, around))
+        inner = around + [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else around
+        for child in ast.iter_child_nodes(node):
+            walk(child, inner)
+
+    walk(tree, [])
+    return found
+
+
+def test_only_the_run_session_builds_a_job():
+    """The CLI's runs, the app's, pytest --workbench's, the MCP server's, `doctor --measure`'s and the profiler and
+    sanitizer plugins' all describe their run with a RunSpec; session.py turns it into the Job."""
+    building = {path for path, tree in package_sources() if calls_named(tree, {"Job"})}
+    assert building == {"workbench/core/run/session.py"}
+
+
+def test_only_the_session_chooses_a_runner_and_only_the_factory_builds_one():
+    """Outside core/run/ nothing calls the factory (but a workbench_make_runner hook, which builds its runner over
+    its own worker source: the Ray plugin's); in core/run/ the factory builds (Runner(...)) and the Session calls
+    it: nowhere else in session.py."""
+    factory_calls = {"make_runner", "lanes", "choose_runners", "Runner"}
+    calling = {path: calls_named(tree, factory_calls) for path, tree in package_sources()}
+    calling = {path: calls for path, calls in calling.items() if calls}
+    assert set(calling) == {"workbench/core/run/factory.py", "workbench/core/run/session.py",
+                            "plugins/ray/workbench_ray/runner.py"}
+    assert {name for name, _ in calling["plugins/ray/workbench_ray/runner.py"]} == {"make_runner"}
+    assert {name for name, _ in calling["workbench/core/run/factory.py"] if name == "Runner"} == {"Runner"}
+    assert all(around[:1] == ["Session"] for _, around in calling["workbench/core/run/session.py"])
+    assert all(name != "Runner" for path, calls in calling.items() if path != "workbench/core/run/factory.py"
+               for name, _ in calls)

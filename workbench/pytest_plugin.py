@@ -74,9 +74,7 @@ class Projects:
     """The projects' runs, started together on lanes of runners (several per GPU: verification times nothing)."""
 
     def __init__(self, config: pytest.Config):
-        from .core.run.factory import choose_runners
-        from .core.run.project_lanes import ProjectLanes
-        from .core.run.session import PluginHooks, RunSpec, run_project
+        from .core.run.session import PluginHooks, RunSpec, Session
         from .plugins import PluginError, make_plugin_manager
 
         try:  # the installed plugins observe these runs as they do `workbench verify`'s
@@ -85,9 +83,8 @@ class Projects:
             raise pytest.UsageError(f"--workbench: {exc}") from None
         interpret = config.getoption("workbench_interpret")
         files = kernel_files(config)
-        runners = choose_runners(max(1, len(files)), ["verify"], interpret=interpret, keep_warm=True)
-        self.lanes = ProjectLanes(runners, lambda project, runner: run_project(project, runner, RunSpec(("verify",)),
-                                                                               hooks=hooks))
+        self.session = Session.choose(max(1, len(files)), ["verify"], hooks=hooks, interpret=interpret, keep_warm=True)
+        self.spec = RunSpec(("verify",))
         self.futures: dict[Path, Any] = {}
         for path in files:
             self.start(path)
@@ -99,14 +96,14 @@ class Projects:
             project = Project.open(kernel.parent)
         except Exception:  # noqa: BLE001 - said when the collector opens it itself
             return None
-        future = self.futures[kernel] = self.lanes.submit(project)
+        future = self.futures[kernel] = self.session.submit(project, self.spec)
         return future
 
     def outcome(self, kernel: Path) -> Any:
         future = self.futures.get(kernel) or self.start(kernel)
         if future is None:
             raise pytest.UsageError(f"{kernel}: not a workbench project")
-        return self.lanes.result(future)
+        return self.session.result(future)
 
 
 def _projects(config: pytest.Config) -> Projects:
@@ -199,4 +196,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # The exit status stays pytest's (module docstring): every verdict that is not 0 is a failed item already.
     projects = getattr(session.config, "_workbench_projects", None)
     if projects is not None:
-        projects.lanes.close()
+        projects.session.close()

@@ -32,9 +32,8 @@ from ..core.events import BenchResult, DeviceFacts, LogLine, Problem
 from ..core.live.changes import BaselineError, Comparison, compare_timings, load_baseline, previous_timed, timings_of
 from ..core.project.config import BENCH_MODES
 from ..core.project.history import RunRecord, read_records, set_pin
-from ..core.run.factory import make_runner
-from ..core.run.session import RunOutcome
-from ..core.stage import BENCH_STAGES, Job
+from ..core.run.session import RunOutcome, Session
+from ..core.stage import BENCH_STAGES
 from ..core.verdict import with_gate
 from ..reports import comparison_lines, format_bench, projects_summary
 from .verifying import add_run_arguments, overall_exit, resolve_projects, run_many
@@ -234,11 +233,8 @@ def measure_ceilings(interpret: bool = False) -> tuple[list[tuple[str, str]], in
     from ..core.timing.device import Ceilings, describe_ceilings
 
     events: list[Any] = []
-    runner = make_runner(interpret=interpret, parallel=1)
-    try:
-        runner.run(Job(kernel_path="", stages=["measure_ceilings"]), events.append, timeout_s=MEASURE_TIMEOUT_S)
-    finally:
-        runner.close()
+    with Session(interpret=interpret) as session:
+        session.run_stage("measure_ceilings", events.append, timeout_s=MEASURE_TIMEOUT_S)
     problems = [e for e in events if isinstance(e, Problem)]
     facts = next((e for e in events if isinstance(e, DeviceFacts)), None)
     if problems or facts is None or facts.copy_gbps is None:

@@ -18,13 +18,13 @@ from typing import Any
 from ..commands import EXIT_OK, EXIT_UNUSABLE, Command, CommandError, Context, hookimpl
 from ..core.events import CompiledKernels, KernelFacts, Problem
 from ..core.project.history import read_records
-from ..core.run.session import RunSpec, compile_for_target, run_project
+from ..core.run.session import RunSpec, compile_for_target
 from ..core.text import plural
 from ..core.timing.compiler_facts import describe_facts, fmt_occupancy
 from ..core.timing.ir import STAGE_TITLES, STAGES, IRUnavailable, annotated, parse_target, ptx_of, read_stage
 from ..core.verdict import worst_problem
 from ..reports.tables import text_table
-from .verifying import make_runners, resolve_projects
+from .verifying import open_session, resolve_projects
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,12 +53,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
         outcome = compile_for_target(project, args.target, args.cases)
     else:  # this machine's GPU, in the runner `verify` would use
         args.interpret, args.gpus = False, "all"
-        runners = make_runners(args, context, 1, keep_warm=False)
-        try:
-            outcome = run_project(project, runners[0], RunSpec(("ir",), case_indices=args.cases, record=False))
-        finally:
-            for runner in runners:
-                runner.close()
+        with open_session(args, context, 1, keep_warm=False) as session:
+            outcome = session.run(project, RunSpec(("ir",), case_indices=args.cases, record=False))
     compiled: list[CompiledKernels] = outcome.of_type(CompiledKernels)
     code, worst = worst_problem(outcome.of_type(Problem))
     kernels = [k for event in compiled for k in event.kernels]

@@ -23,10 +23,8 @@ from ..commands import (
 )
 from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
-from ..core.run.factory import choose_runners
 from ..core.run.gpus import GpuSelectionError
-from ..core.run.project_lanes import ProjectLanes
-from ..core.run.session import PluginHooks, RunOutcome, RunSpec, run_project
+from ..core.run.session import PluginHooks, RunOutcome, RunSpec, Session
 from ..core.fsutil import atomic_write_text
 from ..core.verdict import worst_exit
 from ..reports import format_outcome, junit_tree, projects_summary
@@ -76,9 +74,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write a JUnit XML report to FILE")
 
 
-def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
-                 keep_warm: bool | None = None, stages: Sequence[str] = ()) -> list[Any]:
-    """The runners the projects share out: a plugin's (a cluster), else one per lane of local GPUs.
+def open_session(args: argparse.Namespace, context: Context, n_projects: int, keep_warm: bool | None = None,
+                 stages: Sequence[str] = (), hooks: PluginHooks | None = None) -> Session:
+    """The session the projects' runs go through, its runners a plugin's (a cluster), else one per lane of local GPUs.
 
     With several GPUs and several projects, each lane takes its share of the GPUs and of the
     verification workers and runs one project at a time, so a project's benchmark has its GPU alone.
@@ -88,7 +86,7 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
     """
     keep_warm = n_projects > 1 if keep_warm is None else keep_warm
     try:
-        return choose_runners(n_projects, stages, interpret=args.interpret, keep_warm=keep_warm,
+        return Session.choose(n_projects, stages, hooks=hooks, interpret=args.interpret, keep_warm=keep_warm,
                               gpus=getattr(args, "gpus", "all"),
                               plugin=lambda: context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret,
                                                                                    keep_warm=keep_warm))
@@ -96,16 +94,21 @@ def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
         raise CommandError(str(exc)) from None
 
 
+def make_runners(args: argparse.Namespace, context: Context, n_projects: int,
+                 keep_warm: bool | None = None, stages: Sequence[str] = ()) -> list[Any]:
+    """The runners `open_session` chooses, for a front end that hands them on (`workbench watch` to the app)."""
+    return open_session(args, context, n_projects, keep_warm, stages).runners
+
+
 def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> list[RunOutcome]:
-    """Run every project, spread over the runners' lanes (run/project_lanes.py); reports print in the projects'
+    """Run every project, spread over the session's lanes (run/project_lanes.py); reports print in the projects'
     order, each as soon as it and those before it are done."""
     projects = resolve_projects(args.projects)
-    runners = make_runners(args, context, len(projects), stages=stages)
-    progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(runners) == 1)
+    session = open_session(args, context, len(projects), stages=stages, hooks=PluginHooks(context.pm))
+    progress = Progress(enabled=sys.stderr.isatty() and not getattr(args, "json", False) and len(session.runners) == 1)
     heartbeat = Heartbeat(enabled=not progress.enabled)
     outcomes: list[RunOutcome | None] = [None] * len(projects)
     lock = threading.RLock()  # printing, one lane at a time
-    hooks = PluginHooks(context.pm)
     printed = 0
 
     def finish(index: int, outcome: RunOutcome) -> None:
@@ -120,28 +123,19 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
                     print()
                 printed += 1
 
-    def run_one(index: int, runner: Any) -> RunOutcome:
-        project = projects[index]
+    def on_event(project: Project, event: Event) -> None:
+        heartbeat(project.name, event)
+        with lock:
+            progress(event)
 
-        def on_event(event: Event) -> None:
-            heartbeat(project.name, event)
-            with lock:
-                progress(event)
-
-        spec = RunSpec(tuple(stages), case_indices=args.cases, timeout_s=args.timeout,
-                       fresh_baselines=getattr(args, "fresh_baselines", False),
-                       fresh_checks=getattr(args, "fresh_checks", False), bench_mode=getattr(args, "mode", None) or "")
-        heartbeat.begin(project.name)
-        outcome = run_project(project, runner, spec, on_event, hooks)
-        finish(index, outcome)
-        return outcome
-
-    shared = ProjectLanes(runners, run_one)
+    spec = RunSpec(tuple(stages), case_indices=args.cases, timeout_s=args.timeout,
+                   fresh_baselines=getattr(args, "fresh_baselines", False),
+                   fresh_checks=getattr(args, "fresh_checks", False), bench_mode=getattr(args, "mode", None) or "")
     try:
-        for future in [shared.submit(index) for index in range(len(projects))]:
-            shared.result(future)
+        session.run_many(projects, spec, on_event, on_start=lambda project: heartbeat.begin(project.name),
+                         on_done=finish)
     finally:
-        shared.close()
+        session.close()
         heartbeat.close()
     return [o for o in outcomes if o is not None]
 

@@ -39,7 +39,6 @@ from ..core.live.watch import ProjectWatcher, Save
 from ..core.project.folder import Project
 from ..core.project.history import RecentRecords, older_record, read_record, read_source
 from ..core.run.contracts import RunnerLike
-from ..core.run.factory import make_runner
 from ..core.run.session import PluginHooks, RunOutcome
 from .actions import Actions
 from .messages import FilesGone, PluginWarning, RunBegan, RunDone, RunEvent, SaveAccepted, WatchFailed
@@ -129,13 +128,13 @@ class WorkbenchApp(Actions, App):
         self.profilers = load_profilers(pm)
         self.plugin_panels, self.refused_panels = collect_panels(pm, reserved=set(TABS))
         self._stop_watching = threading.Event()
-        # `workbench watch` passes the runner (builtin/verifying.make_runners: GPUs, plugins); this one has no
-        # GPU placement, for the app opened on its own (tests, the module's example).
-        runner = runner or make_runner(interpret=interpret, keep_warm=True)
+        # `workbench watch` passes the runner (builtin/verifying.make_runners: GPUs, plugins); without one, the
+        # loop's session makes this machine's, with no GPU placement: the app opened on its own (tests, the example).
         hooks = PluginHooks(pm, warn=lambda text: self.post_message(PluginWarning(text))) if pm is not None else None
         self.loop = LiveLoop(project, runner, self._loop_event,
                              on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
-                             on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)), hooks=hooks)
+                             on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)), hooks=hooks,
+                             interpret=interpret)
 
     # -- layout -----------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Tools: new, verify, bench, profile, history, diff. Each returns a compact, struc
 shortcuts the verdict caught named as such, speed against this GPU's ceilings and torch.compile, and what
 to look at next; long lists are paged (`page`). verify and bench send progress notifications as the run's
 stages and cases go by, and a cancelled call (the client's `notifications/cancelled`) stops its run's
-workers. Workers are kept warm between calls (runs.py). The server speaks only through the protocol: while
+workers. Workers are kept warm between calls (runs.py: the server's one run session). The server speaks only through the protocol: while
 it serves, what anything else writes to stdout goes to stderr (the SDK's stdio transport diverts it).
 """
 
@@ -34,13 +34,13 @@ from workbench.core.project import (
     source_diff,
     validate_name,
 )
-from workbench.core.run import PluginHooks
+from workbench.core.run import PluginHooks, RunSpec, Session
 from workbench.core.stage import BENCH_STAGES
 from workbench.profiling import collect_profilers
 from workbench.reports import timing_change
 
 from .results import bench_result, lines_page, verify_result
-from .runs import Runs
+from .runs import CLOSE_WAIT_S, open_session
 
 INSTRUCTIONS = """Kernel Workbench: write an OpenAI Triton kernel in a project's kernel.py (kernel_fn,
 reference_fn, get_inputs, CASES; the project's AGENTS.md says the rules), then call verify after each edit
@@ -90,7 +90,7 @@ class Progress:
             pass
 
 
-def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = False) -> MCPServer:
+def build_server(pm: Any, root: Path, runs: Session, default_interpret: bool = False) -> MCPServer:
     server = MCPServer("kernel-workbench", instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def run_in_thread(fn: Callable[[], Any]) -> Any:
@@ -129,7 +129,8 @@ def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = Fals
         proj = open_project(project, root)
         mode = default_interpret if interpret is None else interpret
         live = not compatibility and not required_but_not_live(proj)
-        outcome = await run_in_thread(lambda: runs.run(proj, ["verify"], mode, cases, timeout_s, Progress(ctx), live))
+        spec = RunSpec(("verify",), case_indices=cases, timeout_s=timeout_s, live=live)
+        outcome = await run_in_thread(lambda: runs.run(proj, spec, Progress(ctx), interpret=mode))
         result = verify_result(outcome.to_record(), page)
         if live:
             result["compatibility_checks"] = "left out (compatibility=true runs them, as `workbench verify` does)"
@@ -143,7 +144,8 @@ def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = Fals
         not posted says why (a wrong output after timing, fewer launches than a real call, a rate past the
         ceilings). Needs a GPU (exit 3 without). Rows are paged."""
         proj = open_project(project, root)
-        outcome = await run_in_thread(lambda: runs.run(proj, list(BENCH_STAGES), False, cases, timeout_s, Progress(ctx)))
+        spec = RunSpec(BENCH_STAGES, case_indices=cases, timeout_s=timeout_s)
+        outcome = await run_in_thread(lambda: runs.run(proj, spec, Progress(ctx), interpret=False))
         return bench_result(outcome.to_record(), page)
 
     @server.tool()
@@ -196,12 +198,12 @@ def build_server(pm: Any, root: Path, runs: Runs, default_interpret: bool = Fals
 
 
 def serve(pm: Any, root: Path, interpret: bool = False, prewarm: bool = True) -> int:
-    runs = Runs(hooks=PluginHooks(pm))
+    runs = open_session(PluginHooks(pm))
     server = build_server(pm, root, runs, default_interpret=interpret)
     try:
         if prewarm:
             runs.prewarm(interpret)
         server.run("stdio")
     finally:
-        runs.close()
+        runs.close(wait_s=CLOSE_WAIT_S)
     return 0

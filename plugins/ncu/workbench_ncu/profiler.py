@@ -34,7 +34,7 @@ from workbench.core.events import (
     WorkerReady,
 )
 from workbench.core.project import ConfigError, Project
-from workbench.core.run import Job, discover_gpus, make_runner
+from workbench.core.run import RunSpec, Session, discover_gpus
 from workbench.core.verdict import worst_problem
 from workbench.profiling import ProfileResult
 
@@ -205,7 +205,7 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
         return ProfileResult.failure(EXIT_UNUSABLE, f"{project.kernel_path}: no @triton.jit function in kernel.py or "
                                                     "beside it, so nothing for ncu to profile")
     try:
-        config = project.load_config()
+        project.load_config()
     except ConfigError as exc:
         return ProfileResult.failure(EXIT_UNUSABLE, str(exc))
 
@@ -217,8 +217,6 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
     report, log_path = Path(f"{base}.ncu-rep"), Path(f"{base}.log")
     cache_dir = project.state_dir / "triton-cache-profile"  # not the live loop's cache, which a save clears
     shutil.rmtree(cache_dir, ignore_errors=True)
-    job = Job(kernel_path=str(project.kernel_path), stages=[STAGE], config=config.to_dict(),
-              case_indices=options.get("cases"), cache_dir=str(cache_dir))
     lines = bool(options.get("lines", True))
     version = ncu_version(ncu)
     help_text = ncu_help(ncu) if lines else ""
@@ -226,21 +224,14 @@ def run_ncu(project: Project, options: dict[str, Any]) -> ProfileResult:
     lines = lines and not lines_refused
     command = ncu_command(ncu, base, log_path, regex, full, lines, import_source="--import-source" in help_text)
 
-    events: list[Event] = []
     on_event: Callable[[Event], None] | None = options.get("on_event")
-
-    def collect(event: Event) -> None:
-        events.append(event)
-        if on_event is not None:
-            on_event(event)
-
-    # Triton keeps each instruction's kernel.py line unless told not to: the hot lines need them.
-    runner = make_runner(env={"PYTHONPATH": str(PLUGIN_ROOT), "TRITON_DISABLE_LINE_INFO": "0"}, launcher=command)
     timeout = float(options.get("timeout_s") or DEFAULT_TIMEOUT_S)
-    try:
-        runner.run(job, collect, timeout_s=timeout, interpret_timeout_s=timeout)
-    finally:
-        runner.close()
+    # One worker started under ncu, its Triton cache apart from the project's; Triton keeps each instruction's
+    # kernel.py line unless told not to: the hot lines need them.
+    spec = RunSpec((STAGE,), case_indices=options.get("cases"), timeout_s=timeout, record=False, launcher=command,
+                   env={"PYTHONPATH": str(PLUGIN_ROOT), "TRITON_DISABLE_LINE_INFO": "0"}, cache_dir=str(cache_dir))
+    with Session() as session:
+        events = session.run(project, spec, on_event).events
     log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.is_file() else ""
     failure = failure_of_run(events, log_text, regex)
     if failure is not None:

@@ -44,7 +44,7 @@ from workbench.core.events import (
     WorkerReady,
 )
 from workbench.core.project import ConfigError, Project, ProjectError
-from workbench.core.run import Job, discover_gpus, make_runner
+from workbench.core.run import RunSpec, Session, discover_gpus
 from workbench.core.verdict import worst_problem
 
 from .events import SanitizedCase, SanitizePlan
@@ -152,28 +152,18 @@ def _failure(events: list[Event]) -> tuple[int, str] | None:
 
 def run_tool(project: Project, tool: str, exe: str, args: argparse.Namespace, on_event: Any = None) -> ToolRun:
     """Every chosen case under one tool, resuming in a fresh worker when one dies."""
-    config = project.load_config()
     run = ToolRun(tool=tool)
     cache_dir = project.ensure_state_dir() / "triton-cache-sanitizer"
     shutil.rmtree(cache_dir, ignore_errors=True)
     env = {"PYTHONPATH": str(PLUGIN_ROOT), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     indices: list[int] | None = args.cases
     for _attempt in range(MAX_RESTARTS + 1):
-        events: list[Event] = []
-
-        def collect(event: Event) -> None:
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
-
-        job = Job(kernel_path=str(project.kernel_path), stages=[STAGE], config=config.to_dict(),
-                  case_indices=indices, cache_dir=str(cache_dir), options={"all_cases": args.all_cases})
-        runner = make_runner(env=env, launcher=sanitizer_command(exe, tool, args.print_limit))
-        timeout = args.timeout or DEFAULT_TIMEOUT_S
-        try:
-            runner.run(job, collect, timeout_s=timeout, interpret_timeout_s=timeout)
-        finally:
-            runner.close()
+        # One worker under the tool (a fresh one each attempt), its Triton cache apart from the project's.
+        spec = RunSpec((STAGE,), case_indices=indices, options={"all_cases": args.all_cases},
+                       timeout_s=args.timeout or DEFAULT_TIMEOUT_S, record=False,
+                       launcher=sanitizer_command(exe, tool, args.print_limit), env=env, cache_dir=str(cache_dir))
+        with Session() as session:
+            events = session.run(project, spec, on_event).events
         plan = attribute(events, run)
         run.failure = _failure(events)
         if run.failure is None and not any(isinstance(e, WorkerReady) for e in events):
