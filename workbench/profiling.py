@@ -3,7 +3,9 @@
 A profiler plugin (Nsight Compute: ``workbench-ncu``) registers a :class:`Profiler`; ``workbench
 profile`` and the TUI's Profile panel call its ``run(project, options)`` and show the
 :class:`ProfileResult`. ``run`` is called in the UI-free parent process: like every run it must
-execute the kernel in a worker process (``workbench.core.run.runner``), never in the caller.
+execute the kernel in a worker process, never in the caller: it describes its run with a
+``workbench.core.run.RunSpec`` (its stage, the tool's ``launcher`` and ``env``, a Triton ``cache_dir`` of
+its own) and runs it through a ``workbench.core.run.Session``, which starts the worker under the tool.
 
 Options every profiler understands (each optional; a profiler ignores keys it does not know):
 
