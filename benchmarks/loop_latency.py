@@ -141,7 +141,7 @@ class RunnerTrace:
         from workbench.core.live import loop
         from workbench.core.project import folder
         from workbench.core.run import trace as run_trace
-        from workbench.tui import app as app_module
+        from workbench.tui import history_tabs
 
         run_trace.set_hook(self.mark)
         trace = self
@@ -160,8 +160,8 @@ class RunnerTrace:
 
         bracket(loop.LiveLoop, "_run", "live loop run")
         bracket(folder.Project, "clear_triton_cache", "clear cache")
-        for name in ("read_records", "compare_with_history"):  # the Changes tab's work at each save
-            setattr(app_module, name, self.timed(getattr(app_module, name), name))
+        for name in ("read_record", "compare_with_history"):  # the Changes tab's work at each save
+            setattr(history_tabs, name, self.timed(getattr(history_tabs, name), name))
 
     def timed(self, function, label):
         def wrapper(*args, **kwargs):
@@ -231,7 +231,7 @@ class TimedApp(WorkbenchApp):
         if watched is not None and message.run_id == self.loop.latest:
             now = time.time()
             watched.mark(type(event).__name__, now)
-            verifying = not self.runs[message.run_id].benchmarking if message.run_id in self.runs else False
+            verifying = not self.kept.runs[message.run_id].benchmarking if message.run_id in self.kept.runs else False
             if isinstance(event, CaseResult) and not event.config and verifying:
                 watched.verify_work_s += event.duration_s
                 watched.mark("first case result", now)
@@ -248,7 +248,7 @@ class TimedApp(WorkbenchApp):
 
 
 def shown(app: WorkbenchApp, what: str, source_hash: str) -> float | None:
-    return next((t for w, _, h, t in app.timeline if w == what and h == source_hash), None)
+    return next((t for w, _, h, t in app.kept.timeline if w == what and h == source_hash), None)
 
 
 async def workbench_loop(project: Project, saves: int, timeout: float, screenshot: Path | None = None,

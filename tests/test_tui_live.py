@@ -38,7 +38,7 @@ async def saved_and_judged(app, pilot, project: Project, source: str, timeout: f
 
 
 def finished(app) -> bool:
-    return app.session.current.finished is not None and app.session.current.run_id in app.recorded
+    return app.session.current.finished is not None and app.session.current.run_id in app.kept.recorded
 
 
 async def test_a_breaking_save_shows_the_failure_and_where_then_a_fix_shows_the_pass(project):
@@ -77,7 +77,7 @@ async def test_rapid_saves_produce_one_current_result(project):
     app = WorkbenchApp(project)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: verdict_of(app, project.source_hash()) == "passed", what="the first run")
-        shown_before = len(app.timeline)
+        shown_before = len(app.kept.timeline)
         for n in range(6):  # an editor's burst, then a user saving again and again
             editor_save(project.kernel_path, kernels.GRID_SHORT + f"\n# save {n}\n")
             await pilot.pause(0.02)
@@ -87,7 +87,7 @@ async def test_rapid_saves_produce_one_current_result(project):
         await wait_for(pilot, lambda: verdict_of(app, final_hash) is not None, what="the last save's verdict")
         await pilot.pause(1.0)  # nothing older may turn up afterwards
         assert verdict_of(app, final_hash) == "passed"
-        shown = app.timeline[shown_before:]
+        shown = app.kept.timeline[shown_before:]
         assert [entry[2] for entry in shown if entry[0] == "verdict"][-1] == final_hash
         assert all(entry[2] == final_hash for entry in shown[-1:])
         assert app.session.current.source_hash == final_hash

@@ -89,8 +89,8 @@ async def test_results_stream_in_and_the_first_failure_is_on_screen_before_the_r
         status = text_of(app.query_one("#status"))
         assert "FAILING 1 of 4 so far (5 cases)" in status
         assert "rows=5 cols=4097" in text_of(app.query_one("#detail"))  # the failure, selected at once
-        assert [what for what, *_ in app.timeline] == ["failure"]
-        assert app.runs[run_id].finished is None
+        assert [what for what, *_ in app.kept.timeline] == ["failure"]
+        assert app.kept.runs[run_id].finished is None
 
 
 async def test_a_compile_error_points_at_its_line_in_detail_and_log(project):
@@ -176,7 +176,7 @@ async def test_pinning_a_config_reruns_with_the_pin(project):
         await pilot.press("down", "enter")  # the second config
         await pilot.pause()
         assert app.session.pins == {"rmsnorm_kernel": 1}
-        assert app.runs[app.loop.latest].request.pins == (("rmsnorm_kernel", 1),)
+        assert app.kept.runs[app.loop.latest].request.pins == (("rmsnorm_kernel", 1),)
         assert "📌 rmsnorm_kernel#1" in text_of(app.query_one("#status"))
 
 

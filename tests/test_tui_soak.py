@@ -18,7 +18,7 @@ from workbench.core.live.loop import RunRequest
 from workbench.core.project.history import RunRecord
 from workbench.core.run.session import RunOutcome
 from workbench.core.verdict import Tally
-from workbench.tui import app as app_module
+from workbench.tui import kept_runs
 from workbench.tui.messages import RunDone, RunEvent
 from workbench.tui.widgets.log import LogPanel
 
@@ -54,8 +54,8 @@ def held(app) -> dict[str, int]:
     log = app.query_one(LogPanel)  # its tab never shown: what it is given waits to be drawn
     return {"widgets alive": sum(issubclass(type(o), DOMNode) for o in objects),
             "widgets in the DOM": len(list(app.screen.walk_children(with_self=True))),
-            "run states": len(app.runs), "timeline entries": len(app.timeline),
-            "recorded run ids": len(app.recorded), "timed runs": len(app.bench_times),
+            "run states": len(app.kept.runs), "timeline entries": len(app.kept.timeline),
+            "recorded run ids": len(app.kept.recorded), "timed runs": len(app.kept.bench_times),
             "log entries": len(log.lines) + len(getattr(log, "_deferred_renders", ())),
             "objects": len(objects)}
 
@@ -68,7 +68,7 @@ LOG_LINES = 30
 
 async def test_hundreds_of_runs_leave_the_apps_state_flat(tmp_path, monkeypatch):
     for name, value in BOUNDS.values():
-        monkeypatch.setattr(app_module, name, value, raising=False)
+        monkeypatch.setattr(kept_runs, name, value)
     monkeypatch.setattr(LogPanel, "MAX_LINES", LOG_LINES, raising=False)
     app = app_for(rmsnorm_project(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -205,14 +205,14 @@ async def test_a_cancelled_run_says_so_in_the_log(project):
     app = app_for(project)
     async with app.run_test(size=WIDE) as pilot:
         first = app.submit("save", save=canned_save())
-        app.post_message(RunBegan(first, app.runs[first].request))
+        app.post_message(RunBegan(first, app.kept.runs[first].request))
         await pilot.pause()
         second = app.submit("save", save=canned_save())  # overtakes the first before it said anything
-        app.post_message(RunBegan(second, app.runs[second].request))
+        app.post_message(RunBegan(second, app.kept.runs[second].request))
         app.post_message(RunEvent(second, LogLine(text="compiling...")))
         await pilot.pause()
         third = app.submit("rerun")  # overtakes the second after it printed
-        app.post_message(RunBegan(third, app.runs[third].request))
+        app.post_message(RunBegan(third, app.kept.runs[third].request))
         for event in [READY_GPU, *erroring_events(3, 0, 0), RunFinished(verdict="passed", passed=3)]:
             app.post_message(RunEvent(third, event))
         await pilot.pause()
@@ -307,7 +307,7 @@ async def test_a_training_kernel_shows_its_forward_verdict_while_its_gradients_a
                                          device_name=READY_GPU.device_name, n_cases=2, planned=[0, 1]),
                    StageChanged(stage="verifying", detail=labels[0], current=1, total=2, case_index=0, phase="forward"),
                    CaseResult(case_index=0, label=labels[0], status="passed", phase="forward", output="out"))
-        run = app.runs[run_id]
+        run = app.kept.runs[run_id]
         assert run.forward_verdict() is None and "verify forward 1/2" in status_lines(app)
         await feed(StageChanged(stage="verifying", detail=labels[1], current=2, total=2, case_index=1, phase="forward"),
                    CaseResult(case_index=1, label=labels[1], status="passed", phase="forward"),

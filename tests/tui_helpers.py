@@ -154,7 +154,7 @@ async def replay(app, pilot, events: list, save_source: str = "", saved_at: floa
     for event in [*([READY_GPU] if ready else []), *events, finished]:
         app.post_message(RunEvent(run_id, event))
     await pilot.pause()
-    run = app.runs[run_id]
+    run = app.kept.runs[run_id]
     run.verdict_at = saved_at + 0.82
     run.bench_at = saved_at + 2.91 if run.bench_shown else None
     app.session.kernel_times = [0.1011, 0.0987, 0.0921, 0.0934, 0.0815, 0.0790]

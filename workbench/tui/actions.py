@@ -1,27 +1,88 @@
-"""The app's key actions: rerun, verify only, bench on/off, open in $EDITOR, pin a config, profile, compile for
-a named GPU (the IR tab without a GPU).
+"""The app's key actions: rerun, verify only, bench on/off, open in $EDITOR, pin a config, profile, show a tab,
+compile for a named GPU (the IR tab without a GPU); which of them the key bar and the command palette offer.
 
-A mixin of WorkbenchApp (kept apart so app.py stays about events and rendering).
+A mixin of WorkbenchApp (app.py binds the keys; the live loop's events are live_events.py's).
 """
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Iterable
 
 from textual import work
+from textual.app import SystemCommand
+from textual.screen import Screen
 from textual.widgets import TabbedContent
 
 from .editor import editor_command, is_terminal_editor
 from .messages import ProfileDone
+from .model import RunState
 from .widgets.cases import CasesTable
 from .widgets.ir import IR_TARGET, IRPanel
 from .widgets.pin import UNPIN, PinScreen
 from .widgets.profile import ProfilePanel
 
+TABS = ("bench", "autotune", "changes", "log", "history", "profile", "ir")  # keys 1-7 show them
+
 
 class Actions:
     target_compiles = 0  # how many compiles for a target the IR tab has had (their run ids count down from -1)
+
+    # -- which actions are offered -------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        session = self.session
+        if action == "bench_on":
+            return not session.bench_on and not session.bench_unavailable
+        if action == "bench_off":
+            return session.bench_on and not session.bench_unavailable
+        if action == "profile":
+            return bool(self.profilers)
+        if action == "pin":
+            return True if self.known_configs or session.pins else None
+        return True
+
+    def refresh_keys(self) -> None:
+        """Refresh the bindings (the key bar is composed again) only when what check_action reads has changed."""
+        session = self.session
+        state = (bool(self.known_configs or session.pins), session.bench_on, bool(session.bench_unavailable),
+                 bool(self.profilers))
+        if state != self._binding_state:
+            self._binding_state = state
+            self.refresh_bindings()
+
+    def _learn_configs(self, run: RunState) -> None:
+        """The configs of each autotuned kernel `run` verified, for the pin action to offer."""
+        if run.request.pins or run.started is None:
+            return  # a pinned run verified one config: keep the full list learnt before
+        for kernel in run.started.autotuned:
+            configs = [c.split(": ", 1)[1] for c in run.configs_of(kernel)]
+            if configs:
+                self.known_configs[kernel] = configs
+        self.refresh_keys()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand("Rerun", "Verify and benchmark the kernel again (r)", self.action_rerun)
+        yield SystemCommand("Verify only", "Run verification without benchmarking (v)", self.action_verify_only)
+        if not self.session.bench_unavailable:
+            on = self.session.bench_on
+            yield SystemCommand(f"Benchmarking {'off' if on else 'on'}", "Toggle benchmarking after a passing "
+                                "verification (b)", self.action_bench_off if on else self.action_bench_on)
+        for name, profiler in self.profilers.items():
+            yield SystemCommand(f"Profile with {name}", getattr(profiler, "help", "") or "Profile the kernel (p)",
+                                lambda name=name: self.action_profile(name))
+        yield SystemCommand("Open error in editor", "Open the selected case's error line in $EDITOR (e)",
+                            self.action_edit)
+        if self.known_configs or self.session.pins:
+            yield SystemCommand("Pin autotune config", "Force an autotuned kernel to one config (t)", self.action_pin)
+        for n, tab in enumerate(TABS, 1):
+            if self.query(f"#tab-{tab}"):
+                yield SystemCommand(f"Show {tab}", f"Switch to the {tab} tab ({n})",
+                                    lambda tab=tab: self.action_show_tab(tab))
+        yield SystemCommand("Quit", "Stop watching and leave (q)", self.exit)
+
+    # -- the actions ---------------------------------------------------------------------------------------------
 
     def action_rerun(self) -> None:
         self.submit("rerun")
