@@ -1,4 +1,4 @@
-"""An example of a check a plugin adds (workbench_register_checks, verify/checks.py): every output's largest
+"""An example of a check a plugin adds (workbench_register_checks, verify/checks/plugins.py): every output's largest
 magnitude within a bound, as a serving stack that stores activations in a narrow format would ask. Imported by
 name in the kernel's process (gather) and in the judge (decide); it never sees kernel.py."""
 

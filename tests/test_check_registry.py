@@ -1,27 +1,30 @@
-"""Every check has one entry in workbench/core/verify/checks.py, its key the one the judge writes, and the
-docs/VERIFIED.md's tables list exactly the registered keys (issue 42: one obvious place for each check)."""
+"""Every check is one unit of workbench/core/verify/checks/, registered there by the keys it writes; its key the one
+the code writes, and docs/VERIFIED.md's tables list exactly the registered keys (issue 42: one obvious place for
+each check)."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
 
-from workbench.core.verify.checks import CHECKS
+from workbench.core.verify.checks import CHECKS, OWNERS, UNITS, Unit
 from workbench.core.verify.layouts import LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[1]
 VERIFY = ROOT / "workbench" / "core" / "verify"
 
 
+def keys_written_by(text: str) -> set[str]:
+    """The keys a module writes: checks["key"] (a CaseResult's or a CaseData's), ExtraRun("key") (checks[run.name])."""
+    return set(re.findall(r'checks\["(\w+)"\]', text)) | set(re.findall(r'ExtraRun\("(\w+)"', text))
+
+
 def keys_the_code_writes() -> set[str]:
-    judge = (VERIFY / "judge.py").read_text(encoding="utf-8")
-    battery = (VERIFY / "battery.py").read_text(encoding="utf-8")
-    compat = (VERIFY / "compat.py").read_text(encoding="utf-8")
-    keys = set(re.findall(r'result\.checks\["(\w+)"\]', judge))
-    keys |= set(re.findall(r'data\.checks\["(\w+)"\]', battery))
-    keys |= set(re.findall(r'ExtraRun\("(\w+)"', battery + compat))  # the extra runs: checks[run.name]
-    return keys | set(LAYOUTS)
+    sources = [*sorted((VERIFY / "checks").glob("*.py")), VERIFY / "battery.py", VERIFY / "compat.py"]
+    keys = set().union(*(keys_written_by(path.read_text(encoding="utf-8")) for path in sources))
+    return keys | set(LAYOUTS)  # layouts.py: an ExtraRun per layout, by name
 
 
 def keys_the_readme_lists() -> set[str]:
@@ -50,8 +53,8 @@ def test_the_readme_lists_exactly_the_registered_checks():
 
 
 def resolve(where: str) -> object:
-    """"judge.Judge._outputs (a remark)" -> the attribute, under workbench.core.verify (project.x: workbench.core)."""
-    parts = where.split(" ")[0].split(".")
+    """"compat.compat_runs" -> the attribute, under workbench.core.verify (project.x: under workbench.core)."""
+    parts = where.split(".")
     count = 2 if parts[0] == "project" else 1
     prefix = "workbench.core" if parts[0] == "project" else "workbench.core.verify"
     target = importlib.import_module(".".join([prefix, *parts[:count]]))
@@ -60,9 +63,23 @@ def resolve(where: str) -> object:
     return target
 
 
-def test_each_check_names_code_that_exists():
-    for check in CHECKS.values():
-        assert check.fails_when and resolve(check.gathered) and resolve(check.decided)
+def test_each_check_is_decided_in_its_units_module_which_writes_its_key_or_names_what_does():
+    """A check's unit decides it (its own decide), and its module writes the key, or the code its Check names as
+    gathering it does (compat.py, layouts.py: an ExtraRun of that name)."""
+    for key, check in CHECKS.items():
+        unit = OWNERS[key]
+        assert check.fails_when and type(unit).decide is not Unit.decide, key
+        written = keys_written_by(inspect.getsource(inspect.getmodule(unit)))
+        if check.gathered:
+            gatherer = inspect.getmodule(resolve(check.gathered))
+            written |= keys_written_by(inspect.getsource(gatherer)) | (set(LAYOUTS) if gatherer.__name__.endswith(
+                ".layouts") else set())
+        assert key in written, key
+
+
+def test_every_unit_is_registered_once_and_owns_its_keys():
+    assert len({id(unit) for unit in UNITS}) == len(UNITS)
+    assert {key for unit in UNITS for key in (c.key for c in unit.checks)} == set(CHECKS)
 
 
 def test_the_compatibility_findings_are_the_compat_and_layout_runs():

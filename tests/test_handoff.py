@@ -155,11 +155,12 @@ def test_the_in_process_recheck_never_digests_the_whole_reference(monkeypatch):
     reference there for the weak-input warning cost a second per case."""
     from workbench.core.project.config import VerifyConfig
     from workbench.core.verify import judge as judge_module
+    from workbench.core.verify.checks import weak_inputs
 
     def refuse(tensors):
         raise AssertionError("the reference was digested")
 
-    monkeypatch.setattr(judge_module, "reference_digest", refuse)
+    monkeypatch.setattr(weak_inputs, "reference_digest", refuse)
     ref = torch.randn(1000, dtype=torch.float64)
     result = judge_module.judge_outputs(VerifyConfig(), 0, "x", [ref.float()], [""], [ref])
     assert result.status == "passed"

@@ -103,7 +103,7 @@ class Job:
     gpu_gate: bool = False  # wait for the parent's GPU_GATE line before timing anything
     compile_pool: CompilePoolOrder | None = None  # compile processes serve this job (run/child/compile_pool.py)
     options: dict[str, Any] = field(default_factory=dict)  # plugins' switches (e.g. a profiler's)
-    checks: list[dict[str, str]] = field(default_factory=list)  # plugins' checks: {"key", "target"} (verify/checks.py)
+    checks: list[dict[str, str]] = field(default_factory=list)  # plugins' checks: {"key", "target"} (verify/checks/)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

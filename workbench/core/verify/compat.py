@@ -182,7 +182,7 @@ class KeptFindings:
 def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str, sources: str | None = None) -> str:
     """What a compatibility check's finding depends on: every Python file of the project (kernel.py and what it
     imports from its folder: `sources`, project_digest's, when the caller has it), the case, the GPU, torch, Triton,
-    the checks' own code (this module and the judge) and the [verify] settings."""
+    the checks' own code (this module, the judge and verify/checks/) and the [verify] settings."""
     import triton
 
     parts = [check, sources if sources is not None else project_digest(str(km.path.parent)),
@@ -195,7 +195,8 @@ def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str, 
 def checks_digest() -> str:
     """A hash of the code that runs and judges the checks: a workbench that checks differently keeps nothing."""
     here = Path(__file__).parent
-    return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("compat.py", "judge.py"))).hexdigest()
+    code = [here / "compat.py", here / "judge.py", *sorted((here / "checks").glob("*.py"))]
+    return hashlib.sha256(b"".join(path.read_bytes() for path in code)).hexdigest()
 
 
 DIGEST_MOST_FILES = 500  # a kernel file verified inside a large tree: past this, nothing is kept for it

@@ -132,12 +132,14 @@ class CaseData:
     torch_ops: list[str] = field(default_factory=list)
     out_of_bounds: list[str] = field(default_factory=list)  # stores found in the guard margins (verify/guards.py)
     torch_ops_unknown: str = ""
-    # plugins' checks (verify/checks.py): {key: [target, "ok" | "error", evidence]}, decided by the judge
-    plugin_evidence: dict[str, list[Any]] = field(default_factory=dict)
+    # a check's own evidence, by its key: plain data (what json.dumps takes) its unit gathered (verify/checks/)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # the checks plugins add that ran on this case, for the judge to decide: {key: "module:attribute"}
+    added_checks: dict[str, str] = field(default_factory=dict)
     extra_runs: list[ExtraRun] = field(default_factory=list)
     mutation_hints: list[str] = field(default_factory=list)  # notes for a case that fails having changed an input
     # kernel.py's @triton.jit code calls tl.dot, which multiplies float32 in TF32 by default: a float32 output
-    # failing by TF32-sized errors is said to be that (judge.Judge._tf32_hint)
+    # failing by TF32-sized errors is said to be that (checks/outputs.OutputsCompared.tf32_hint)
     dot_may_use_tf32: bool = False
     checks: dict[str, str] = field(default_factory=dict)  # outcomes decided in the kernel's process (skips)
     duration_s: float = 0.0
