@@ -111,7 +111,8 @@ def workbench_register_checks(register: Callable[[Any], None]) -> None:
     register: call ``register(check)`` with a :class:`workbench.core.verify.checks.PluginCheck`: its JSON
     ``checks`` key, what failing it means, and ``"module:attribute"`` of an object with ``gather(inputs,
     outputs, reference)`` (run in the kernel's process after each case's first call; returns plain data) and
-    ``decide(evidence)`` (run in the judge; returns the failure's message, or None). The module must import
+    ``decide(evidence)`` (run in the judge; returns the failure's message, or None), or of a
+    :class:`workbench.core.verify.checks.Unit`, run as the built-in checks are. The module must import
     without the kernel. A key that is already a check's (built-in or registered) raises ``ValueError``.
 
     Result: ignored; every implementation is called.
