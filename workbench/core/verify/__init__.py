@@ -1,4 +1,5 @@
-"""The verification battery, run inside a worker: every check of "what verified means" (battery),
+"""The verification battery, run inside a worker: every check of "what verified means" (battery, calling
+kernel.py's functions through calls; each check one unit of checks/, gathered there and decided by the judge),
 the verdict given in the judge process that never imports kernel.py (judge, its threat model; the
 tensors reach it through handoff), the comparison of outputs with the reference (compare), edge
 shapes derived from CASES (edge_cases) and value-stress cases (value_stress), how far an output may be from
