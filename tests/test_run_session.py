@@ -164,3 +164,36 @@ def test_the_session_chooses_a_plugins_runner_before_lanes():
     given = FakeRunner("plugin's")
     session = Session.choose(3, ["verify"], plugin=lambda: given)
     assert session.runners == [given]
+
+
+def test_a_session_kept_for_many_runs_keeps_its_heap_flat(make_project, monkeypatch):
+    """A long-lived session (the live loop's, the MCP server's) caps glibc's arenas when it opens and hands back
+    what each run freed when the run ends (core/heap.py: the app's and the server's RSS rose with the runs);
+    a session for one command does neither."""
+    from workbench.core import heap
+
+    calls = []
+    monkeypatch.setattr(heap, "limit_arenas", lambda count=heap.ARENAS: calls.append(("limit", count)) or True)
+    monkeypatch.setattr(heap, "give_back_freed", lambda: calls.append("trim") or True)
+    project = Project.open(make_project(kernels.GOOD))
+    kept = Session(None, [FakeRunner()], keep_warm=True)
+    assert calls == [("limit", 2)]
+    kept.run(project, RunSpec(("verify",), record=False))
+    kept.run(project, RunSpec(("verify",), record=False))
+    assert calls == [("limit", 2), "trim", "trim"]
+    calls.clear()
+    once = Session(None, [FakeRunner()])
+    once.run(project, RunSpec(("verify",), record=False))
+    assert calls == []
+
+
+def test_the_heap_calls_reach_glibc_here():
+    """On Linux with glibc (this suite's machines) the calls are real, not no-ops."""
+    import sys
+
+    from workbench.core import heap
+
+    if not sys.platform.startswith("linux") or heap._glibc() is None:
+        pytest.skip("not glibc")
+    assert heap.limit_arenas() is True
+    heap.give_back_freed()  # True or False (nothing to hand back) but no error

@@ -31,6 +31,7 @@ from ..events import (
     RunStarted,
     WorkerReady,
 )
+from .. import heap
 from ..project.kept import load_baselines, load_findings, remember_baselines, remember_findings
 from ..project.config import ConfigError
 from ..project.folder import Project, read_source_bytes, source_hash, watched_files
@@ -376,6 +377,8 @@ class Session:
         self._current: RunnerLike | None = None
         self._cancel_asked = False
         self._closed = False
+        if keep_warm:  # a session kept for many runs (the live loop, the MCP server): its heap stays flat (heap.py)
+            heap.limit_arenas()
 
     @classmethod
     def choose(cls, projects: int, stages: Sequence[str], *, hooks: PluginHooks | None = None,
@@ -439,6 +442,8 @@ class Session:
                     self._current = None
                 if own:
                     runner.close()
+                if self.keep_warm:
+                    heap.give_back_freed()
 
     def run_stage(self, stage: str, on_event: OnEvent, timeout_s: float | None = None) -> RunFinished:
         """A stage about this machine rather than a project's kernel (`doctor --measure`: "measure_ceilings"): a job
