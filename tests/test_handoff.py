@@ -11,6 +11,7 @@ from workbench.core.verify.handoff import CaseData, ExtraRun, pack_tensor, unpac
     torch.randn(3, 5), torch.randn(4, 6).t(), torch.randn(7).to(torch.bfloat16), torch.tensor(2.5),
     torch.empty(0, 3), torch.arange(10, dtype=torch.int64), torch.tensor([True, False]),
     torch.randn(2, 3, dtype=torch.float16)[:, 1],
+    torch.randn(2)[1::2], torch.randn(3, 1, 4)[:, :, 1::4],  # one element (per row) at a stride: no byte view as is
 ])
 def test_tensors_travel_bit_for_bit(tensor):
     back = unpack_tensor(pack_tensor(tensor))

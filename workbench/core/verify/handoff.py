@@ -45,6 +45,7 @@ _VF = torch._C._VariableFunctions
 _randint, _take, _isnan, _logical_and, _logical_not = (_VF.randint, _VF.take, _VF.isnan, _VF.logical_and,
                                                        _VF.logical_not)
 _sum, _item, _to, _narrow = _TB.sum, _TB.item, _TB.to, _TB.narrow
+_clone, _stride, _contiguous_format = _TB.clone, _TB.stride, torch.contiguous_format
 _device_of = _TB.device.__get__
 _Generator, _urandom, _int_from_bytes = torch.Generator, os.urandom, int.from_bytes
 
@@ -57,7 +58,10 @@ def pack_tensor(t: Any) -> dict[str, Any]:
     with _no_torch_function():
         c = _contiguous(_cpu(_detach(t)))
         shape = _tuple(_size(c))
-        data = _tobytes(_numpy(_view(_reshape(c, (-1,)), _uint8))) if _numel(c) else b""
+        flat = _reshape(c, (-1,))
+        if _stride(flat)[0] != 1:  # one element, any stride: "contiguous" as it is, yet no byte view of it
+            flat = _clone(flat, memory_format=_contiguous_format)
+        data = _tobytes(_numpy(_view(flat, _uint8))) if _numel(c) else b""
         return {"dtype": _str(_dtype_of(c)).replace("torch.", ""), "shape": shape, "data": data, "exact": exact}
 
 
