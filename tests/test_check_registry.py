@@ -82,6 +82,14 @@ def test_every_unit_is_registered_once_and_owns_its_keys():
     assert {key for unit in UNITS for key in (c.key for c in unit.checks)} == set(CHECKS)
 
 
+def test_the_parents_list_of_built_in_keys_is_the_registrys():
+    """The parent process refuses a plugin check on a taken key from check_keys.BUILTIN_KEYS (checks/ imports torch,
+    which the app and the MCP server never load): the two name the same keys."""
+    from workbench.core.verify.check_keys import BUILTIN_KEYS
+
+    assert BUILTIN_KEYS == set(CHECKS)
+
+
 def test_the_compatibility_findings_are_the_compat_and_layout_runs():
     assert {c.key for c in CHECKS.values() if c.finding} == {"torch_compile", "cuda_graph", *LAYOUTS}
 

@@ -250,7 +250,12 @@ async def test_no_profiler_installed_means_no_profile_key(project):
 
 
 def test_the_ui_never_imports_torch_or_triton():
+    """Neither at import nor when a run starts: the app, the MCP server and the CLI keep torch (~450 MB resident)
+    to their workers; a run's plugin checks are asked for in the parent (it loaded torch through the check registry)."""
     code = ("import sys, workbench.tui.app, workbench.builtin.watching\n"
+            "from workbench.plugins import make_plugin_manager\n"
+            "from workbench.core.run.session import PluginHooks\n"
+            "PluginHooks(make_plugin_manager()).checks()\n"
             "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])

@@ -238,12 +238,12 @@ class PluginHooks:
     def checks(self) -> list[dict[str, str]]:
         """The checks the plugins add (hookspecs.workbench_register_checks), as a Job carries them. Raises
         ValueError for a key registered twice or already a built-in check's."""
-        from ..verify.checks import CHECKS
+        from ..verify.check_keys import BUILTIN_KEYS  # not verify.checks: the parent never imports torch
 
         found: dict[str, Any] = {}
 
         def register(check: Any) -> None:
-            if check.key in CHECKS or check.key in found:
+            if check.key in BUILTIN_KEYS or check.key in found:
                 raise ValueError(f"check {check.key!r} is registered twice")
             found[check.key] = check
 
