@@ -11,7 +11,7 @@ import pytest
 CORE = Path(__file__).resolve().parents[1] / "workbench" / "core"
 # Lower first. A module may import its own layer and the layers before it.
 LAYERS = [
-    {"events", "exit_codes", "fsutil", "verdict", "text"},
+    {"events", "exit_codes", "fsutil", "heap", "verdict", "text"},
     {"project"},
     {"stage"},
     {"verify"},

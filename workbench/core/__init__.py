@@ -3,8 +3,9 @@ commands, the reports, the app or the plugins). docs/ARCHITECTURE.md draws the w
 
 Layers, each importing only those before it, even for annotations (tests/test_layering.py holds the line):
 
-    events, exit_codes, verdict, text, fsutil
-                            what a run emits; every exit status; its verdict; numbers as text; atomic files
+    events, exit_codes, verdict, text, fsutil, heap
+                            what a run emits; every exit status; its verdict; numbers as text; atomic files;
+                            the C heap of a long-lived process
     project/                a project: its folder, workbench.toml, kernel.py's contract, history, scaffolds
     stage                   a job and what a stage is given
     verify/                 the verification battery: the checks, the judge, the comparison, interpreter fixes

@@ -148,7 +148,7 @@ class IRPanel(Vertical, can_focus=True):
 
     def render_ir(self) -> None:
         facts = self.facts()
-        if facts is None:
+        if facts is None or not self.query("#ir-head"):  # nothing chosen, or the app closing under a read's thread
             return
         key = (identity(facts), self.stage)
         n = [identity(k) for k in self.kernels].index(identity(facts)) + 1
