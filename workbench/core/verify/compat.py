@@ -25,7 +25,6 @@ import functools
 import hashlib
 import os
 import threading
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
