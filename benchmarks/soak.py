@@ -146,11 +146,14 @@ def records(project: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")) if folder.is_dir() else []
 
 
-def record_of(project: Path, source_hash: str, seen: int, timeout: float) -> dict | None:
-    """The first record after the `seen` first whose source is `source_hash` (the save's run), waited for."""
+def record_of(project: Path, source_hash: str, seen: set[str], timeout: float) -> dict | None:
+    """The first record not among `seen` (the files there before the save) whose source is `source_hash` (the
+    save's run), waited for. By name, not by count: the history's limit prunes old records as new ones come."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for path in records(project)[seen:]:
+        for path in records(project):
+            if path.name in seen:
+                continue
             try:
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
@@ -196,7 +199,7 @@ def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: in
     try:
         kernel = project / "kernel.py"
         good = kernel.read_text()
-        first = record_of(project, hash_of(kernel), 0, 300)
+        first = record_of(project, hash_of(kernel), set(), 300)
         if first is None:
             raise SystemExit("the app recorded no first run in 300 s")
         rows.append({"save": 0, "kind": "start", "verdict": first.get("verdict"), "verdict_s": None,
@@ -206,7 +209,7 @@ def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: in
             if time.monotonic() > until:
                 break
             kind, text = variant(good, n)
-            seen = len(records(project))
+            seen = {path.name for path in records(project)}
             saved = time.monotonic()
             editor_save(kernel, text)
             record = record_of(project, hash_of(kernel), seen, 300)
