@@ -58,7 +58,7 @@ class LiveLoop:
         self._pending: tuple[int, RunRequest] | None = None
         self._latest = 0
         self._closed = False
-        self._reference_timings: dict[str, dict] = {}  # bench.reference_key -> Timing, from earlier runs
+        self._reference_timings: dict[str, dict] = {}  # baselines.reference_key -> Timing, from earlier runs
         self.recorder = RecorderLock(project)
         self.recording = True  # until start() finds another loop recording this project
         self._thread = threading.Thread(target=self._serve, name="workbench-live-loop", daemon=True)
