@@ -130,19 +130,21 @@ def test_nvml_comes_up_once_per_process_and_reads_the_clocks_each_time(monkeypat
     import functools
     import types
 
-    calls = {"init": 0, "clock": 0}
+    calls = {"init": 0, "clock": 0, "lookup": 0}
     fake = types.SimpleNamespace(
         NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
         nvmlInit=lambda: calls.__setitem__("init", calls["init"] + 1),
-        nvmlDeviceGetHandleByUUID=lambda uuid: uuid, nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetHandleByUUID=lambda uuid: calls.__setitem__("lookup", calls["lookup"] + 1) or uuid,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlSystemGetDriverVersion=lambda: b"580.159.04",
         nvmlDeviceGetClockInfo=lambda handle, which: calls.__setitem__("clock", calls["clock"] + 1) or 1980 - which,
         nvmlDeviceGetTemperature=lambda handle, which: 41)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     # a fresh once-per-process cache for this test (the real one is put back after it)
     monkeypatch.setattr(device, "_nvml_module", functools.cache(device._nvml_module.__wrapped__))
+    monkeypatch.setattr(device, "_nvml_handle", functools.cache(device._nvml_handle.__wrapped__))
     states = [device.gpu_state("GPU-1234") for _ in range(3)]
-    assert calls["init"] == 1 and calls["clock"] == 6
+    assert calls["init"] == 1 and calls["clock"] == 6 and calls["lookup"] == 1  # the handle looked up once
     assert (states[-1].sm_clock_mhz, states[-1].mem_clock_mhz, states[-1].temperature_c, states[-1].driver) == \
         (1980, 1979, 41, "580.159.04")
 

@@ -325,3 +325,31 @@ def test_correct_kernels_verify_under_value_stress(cli, make_project, name):
     code, rec = verify_json(cli, make_project(getattr(num, name), name=name.lower()))
     assert code == 0, failing(rec)
     assert sum("[" in c["label"] for c in rec["cases"]) == 8  # four stresses, two dtypes
+
+
+def test_the_median_and_the_percentile_are_torchs_own_whichever_device_picks_them():
+    """kth_smallest selects on the CPU and sorts on a GPU (kthvalue/median hand a whole tensor to one thread
+    block there): both the k-th smallest, the median torch's lower one."""
+    import torch
+
+    from workbench.core.verify.error_model import kth_smallest, typical_magnitude
+
+    for n in (1, 2, 7, 100, 1001):
+        values = torch.randn(n, dtype=torch.float64)
+        for k in {1, max(1, int(0.99 * n)), (n + 1) // 2, n}:
+            assert kth_smallest(values, k) == float(torch.kthvalue(values, k).values) \
+                == float(torch.sort(values).values[k - 1])
+        assert typical_magnitude(values) == float(values.abs().median())
+    with_inf = torch.tensor([1.0, -3.0, float("inf"), 2.0, float("nan")], dtype=torch.float64)
+    assert typical_magnitude(with_inf) == 2.0  # the finite |r|: 1, 2, 3
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_sorted_selection_agrees_with_the_cpus():
+    import torch
+
+    from workbench.core.verify.error_model import kth_smallest
+
+    values = torch.randn(3_000_001, dtype=torch.float64)
+    for k in (1, 1_500_001, 2_970_000, 3_000_001):
+        assert kth_smallest(values.cuda(), k) == kth_smallest(values, k)

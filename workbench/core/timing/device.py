@@ -138,8 +138,8 @@ def _nvml_state(uuid: str) -> GpuState | None:
     if pynvml is None:
         return None
     try:
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0)
-        state = GpuState(driver=_text(pynvml.nvmlSystemGetDriverVersion()))
+        handle, driver = _nvml_handle(uuid)
+        state = GpuState(driver=driver)
         for attr, read in (("sm_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
                            ("mem_clock_mhz", lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
                            ("temperature_c", lambda: pynvml.nvmlDeviceGetTemperature(
@@ -151,6 +151,15 @@ def _nvml_state(uuid: str) -> GpuState | None:
         return state
     except Exception:  # noqa: BLE001
         return None
+
+
+@functools.cache
+def _nvml_handle(uuid: str) -> tuple[Any, str]:
+    """The device's NVML handle and the driver version, looked up once per process: each benchmark case reads
+    the clocks, and the lookup by UUID walks every device."""
+    pynvml = _nvml_module()
+    handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0)
+    return handle, _text(pynvml.nvmlSystemGetDriverVersion())
 
 
 def _text(value: Any) -> str:

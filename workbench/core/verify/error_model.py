@@ -86,7 +86,7 @@ def _relative(r: torch.Tensor, other: torch.Tensor | None, weight: torch.Tensor,
     rel = err[positive] / weight[positive]
     top = float(rel.max())
     if spread and rel.numel() >= 100:
-        p99 = float(torch.kthvalue(rel, max(1, int(0.99 * rel.numel()))).values)
+        p99 = kth_smallest(rel, max(1, int(0.99 * rel.numel())))
         top = min(top, SPREAD_OF_PERCENTILE * p99)
     return top, float(err.max()), err
 
@@ -138,7 +138,17 @@ def _norm(r: torch.Tensor, errors: list[torch.Tensor], significant: torch.Tensor
 def typical_magnitude(r: torch.Tensor) -> float:
     """m: the median |r_j| over the finite elements (0 when there are none)."""
     finite = r[torch.isfinite(r)].abs()
-    return float(finite.median()) if finite.numel() else 0.0
+    return kth_smallest(finite, (finite.numel() + 1) // 2) if finite.numel() else 0.0  # torch's lower median
+
+
+def kth_smallest(values: torch.Tensor, k: int) -> float:
+    """The k-th smallest element (1-based) of a flat tensor. On a GPU by a sort: torch.kthvalue and median give
+    a whole tensor to one thread block (a radix select of ~0.15 s over 16M float64 elements on an H100, where
+    the sort takes milliseconds); on the CPU kthvalue's selection is the faster."""
+    flat = values.reshape(-1)
+    if flat.device.type == "cpu":
+        return float(torch.kthvalue(flat, k).values)
+    return float(torch.sort(flat).values[k - 1])
 
 
 def floor_budget(r: torch.Tensor, tol: Tolerance, scale: float) -> torch.Tensor:

@@ -118,9 +118,12 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
     replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
 
     judge: Judge | None = None
+    profiler = _profiler()
     while True:
         frame = read_frame(frames_fd)
         if frame is None:
+            if profiler is not None:
+                profiler.dump_stats(os.path.join(os.environ["WORKBENCH_PROFILE_DIR"], f"{os.getpid()}-judge.prof"))
             return 0
         kind, payload = frame
         if kind == EVENT:
@@ -156,10 +159,26 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
                 judge = Judge(ProjectConfig().verify)
             try:
                 data = CaseData.unpack(payload)
+                if profiler is not None:
+                    profiler.enable()
                 result = judge.judge(data)
+                if profiler is not None:
+                    profiler.disable()
             except Exception as exc:  # noqa: BLE001 - a torn or forged frame is no pass
                 result = CaseResult(case_index=-1, label="?", status="error",
                                     messages=[f"the judge could not read a case: {type(exc).__name__}: {exc}"])
             send(result)
             replies.write(result.to_json() + "\n")
             replies.flush()
+
+
+def _profiler() -> Any:
+    """A cProfile profiler for the judge's verdicts when WORKBENCH_PROFILE_DIR names a folder (as the worker's
+    jobs are profiled: worker.profiled), written there as `<pid>-judge.prof` when the worker is done; else None."""
+    folder = os.environ.get("WORKBENCH_PROFILE_DIR")
+    if not folder:
+        return None
+    import cProfile
+
+    os.makedirs(folder, exist_ok=True)
+    return cProfile.Profile()
