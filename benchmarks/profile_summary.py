@@ -19,6 +19,14 @@ from pathlib import Path
 KEEP = ("workbench/", "kernel.py", "triton/compiler/", "triton/runtime/", "torch/_dynamo/")
 
 
+def _loads(path: Path) -> bool:
+    try:
+        pstats.Stats(str(path))
+    except (TypeError, EOFError, ValueError):
+        return False
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
@@ -29,7 +37,10 @@ def main() -> int:
         groups[path.stem.split("-", 1)[-1]].append(path)
     if not groups:
         raise SystemExit(f"no .prof files in {args.folder}")
-    for stages, paths in sorted(groups.items()):
+    for stages, all_paths in sorted(groups.items()):
+        paths = [path for path in all_paths if _loads(path)]  # an empty profile (a job that ran nothing) is skipped
+        if not paths:
+            continue
         stats = pstats.Stats(*map(str, paths))
         n = len(paths)
         print(f"\n== {stages}: {n} job(s), {stats.total_tt / n:.3f} s profiled per job")

@@ -122,7 +122,7 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
     while True:
         frame = read_frame(frames_fd)
         if frame is None:
-            if profiler is not None:
+            if profiler is not None and profiler.getstats():  # a judge that judged nothing writes nothing
                 profiler.dump_stats(os.path.join(os.environ["WORKBENCH_PROFILE_DIR"], f"{os.getpid()}-judge.prof"))
             return 0
         kind, payload = frame
