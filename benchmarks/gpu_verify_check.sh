@@ -7,7 +7,7 @@ mkdir -p "$out"
 work=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$out/gpu.txt"
-for name in rmsnorm layernorm softmax gelu silu_mul add matmul attention rmsnorm_train layernorm_train softmax_train silu_mul_train cross_entropy_train; do
+for name in rmsnorm layernorm softmax gelu silu_mul add matmul attention rmsnorm_train layernorm_train softmax_train silu_mul_train cross_entropy_train attention_train; do
   python3 -m workbench.cli new "$name" --dir "$work" >/dev/null
 done
 for t in elementwise row gemm attention; do

@@ -97,7 +97,7 @@ def _verify_project(cli, path):
 @pytest.mark.parametrize("name", ["rmsnorm", *(pytest.param(name, marks=pytest.mark.slow) for name in
                                               ["layernorm", "softmax", "gelu", "silu_mul", "add", "matmul",
                                                "attention", "layernorm_train", "softmax_train", "silu_mul_train",
-                                               "cross_entropy_train"])])
+                                               "cross_entropy_train", "attention_train"])])
 def test_known_op_scaffolds_verify_green(cli, tmp_path, name):
     cli("new", name, "--dir", tmp_path)
     code, record = _verify_project(cli, tmp_path / name)
@@ -159,6 +159,7 @@ def test_backward_picks_the_ops_training_scaffold_which_verifies_with_its_gradie
     assert catalog.choose("my_norm", "layernorm", backward=True).name == "layernorm_train"
     assert catalog.choose("swiglu", None, backward=True).name == "silu_mul_train"
     assert catalog.choose("cross_entropy", None, backward=True).name == "cross_entropy_train"
+    assert catalog.choose("sdpa", None, backward=True).name == "attention_train"
     assert catalog.choose("rmsnorm_train", None, backward=True).name == "rmsnorm_train"
     code, out, err = cli("new", "rmsnorm", "--backward", "--dir", tmp_path)
     assert code == 0 and "rmsnorm_train scaffold" in out
