@@ -14,7 +14,10 @@ Each kernel is checked against its reference before it is timed. Comparisons, me
 same run: memory-bound scaffolds against the eager reference and torch.compile of it, and against
 a Triton copy of the same bytes (what the footprint allows: small cases cannot reach the 1 GiB
 ceiling); the GEMM against cuBLAS (torch.mm); attention against PyTorch's
-scaled_dot_product_attention restricted to its flash backend.
+scaled_dot_product_attention restricted to its flash backend. attention_train (forward and backward
+kernels) in the three modes of `workbench bench --mode` (core/timing/modes.py: fwd, the training
+forward; bwd, the backward alone; full, both), one row each, against scaled_dot_product_attention
+restricted to its flash backend and to its cuDNN backend (where this torch has one), wrapped alike.
 
 Cold compile: per scaffold, a fresh process with a warm compiler (as the live loop's workers
 have) times each case's first call with an empty Triton cache and a freshly imported kernel.py:
@@ -62,6 +65,17 @@ def attention_cases():
     return cases
 
 
+TRAINING_MODES = ("fwd", "bwd", "full")  # core/project/config.BENCH_MODES, timed as `workbench bench --mode`
+TRAINING = ("attention_train",)  # scaffolds timed in each mode: one row per (case, mode)
+
+
+def attention_train_cases():
+    cases = [{"batch": batch, "seq_len": seq_len, "causal": causal, **H128}
+             for seq_len, batch in ((4096, 4), (16384, 1)) for causal in (False, True)]
+    cases += [{"batch": 4, "seq_len": 4096, "causal": causal, **H64} for causal in (False, True)]
+    return [{**case, "mode": mode} for case in cases for mode in TRAINING_MODES]
+
+
 # scaffold folder -> the cases of the table (get_inputs keyword arguments; bf16 unless said)
 TABLE = {
     "rmsnorm": [{"rows": 8192, "cols": 2048}, {"rows": 8192, "cols": 8192}, {"rows": 1024, "cols": 32768},
@@ -73,6 +87,7 @@ TABLE = {
     "silu_mul": [{"shape": (1 << 24,)}, {"shape": (1 << 27,)}],
     "gemm": [{"m": s, "n": s, "k": s, "dtype": d} for d in ("bfloat16", "float16") for s in (1024, 2048, 4096, 8192)],
     "attention": attention_cases(),
+    "attention_train": attention_train_cases(),
 }
 MEMORY_BOUND = ("rmsnorm", "layernorm", "softmax", "silu_mul")
 
@@ -93,6 +108,8 @@ def targets(scaffold: str, params: dict) -> dict[str, float]:
         if params["head_dim"] == 128 and params["seq_len"] == 4096 and not params["causal"]:
             bars["TFLOP/s"] = 500.0
         return bars
+    if scaffold == "attention_train" and params["mode"] == "bwd":
+        return {"x SDPA flash": 0.9}  # issue 46: the backward at >= 0.9x SDPA's, measured in the same run
     return {}
 
 
@@ -100,9 +117,22 @@ def inputs_for(km, params):
     import torch
 
     params = dict(params)
+    params.pop("mode", None)  # a training row's mode: how it is timed, not an input
     if isinstance(params.get("dtype"), str):
         params["dtype"] = getattr(torch, params["dtype"])
     return km.get_inputs(**params)
+
+
+def call_once(km, inputs):
+    """One call of the kernel as the cold compile and ncu take it: a training scaffold's forward and backward
+    (every kernel compiled), else kernel_fn."""
+    import torch
+
+    out = km.kernel_fn(*inputs)
+    leaves = [x for x in inputs if torch.is_tensor(x) and x.requires_grad]
+    if leaves and torch.is_tensor(out) and out.requires_grad:
+        torch.autograd.grad(out, leaves, torch.ones_like(out))
+    return out
 
 
 def label_of(params: dict) -> str:
@@ -113,7 +143,7 @@ def label_of(params: dict) -> str:
     if "m" in params:
         return f"{params['m']}^3 {params.get('dtype', 'bfloat16').replace('float', 'fp').replace('bfp', 'bf')}"
     return (f"B{params['batch']} H{params['heads']} S{params['seq_len']} D{params['head_dim']} "
-            f"{'causal' if params['causal'] else 'full'}")
+            f"{'causal' if params['causal'] else 'full'}" + (f" {params['mode']}" if "mode" in params else ""))
 
 
 # -- timing one case ----------------------------------------------------------------------------
@@ -132,8 +162,97 @@ def timing_dict(t) -> dict | None:
             "samples": t.samples, "method": t.method}
 
 
+def sdpa_backends() -> dict[str, object]:
+    """PyTorch's scaled_dot_product_attention backends to compare a training kernel with: flash, and cuDNN
+    where this torch has it."""
+    from torch.nn.attention import SDPBackend
+
+    found = {"SDPA flash": SDPBackend.FLASH_ATTENTION}
+    cudnn = getattr(SDPBackend, "CUDNN_ATTENTION", None)
+    if cudnn is not None:
+        found["SDPA cuDNN"] = cudnn
+    return found
+
+
+def sdpa_with(backend):
+    """scaled_dot_product_attention(q, k, v, is_causal=causal) restricted to one backend (its backward is the
+    backend's own: the forward's op decides it)."""
+    import torch
+    from torch.nn.attention import sdpa_kernel
+
+    def sdpa(q, k, v, causal=False):
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return sdpa
+
+
+def bench_training_case(scaffold, km, params, config, flusher, ceilings, backends=None) -> dict:
+    """One (case, mode) row of a training scaffold: the kernel and each SDPA backend wrapped by the mode as
+    `workbench bench --mode` wraps kernel_fn and reference_fn (core/timing/modes.py), timed alike."""
+    import torch
+
+    from workbench.core.timing.compilewatch import CompileWatch, jit_functions
+    from workbench.core.timing.modes import TimedMode, timed_mode
+    from workbench.core.timing.timers import measure
+
+    name = params["mode"]
+    watch = CompileWatch(jit_functions(km.module))
+    inputs = inputs_for(km, params)
+    row = {"scaffold": scaffold, "case": label_of(params), "params": {k: str(v) for k, v in params.items()},
+           "mode": name, "notes": []}
+    base = timed_mode(km, inputs, "full", backward=False)
+    backends = sdpa_backends() if backends is None else backends
+    # Correctness first, in full (outputs and every gradient; compiles and autotunes outside every timed
+    # region): against SDPA's flash backend, the float32 reference's scores would not fit at 16384 tokens.
+    full = TimedMode("full", base.indices, base.names)
+    out = full.wrap(km.kernel_fn, True)(*inputs)
+    ref = full.wrap(sdpa_with(next(iter(backends.values()))), False)(*inputs)
+    row["rel_error"] = max(relative_error(out[key], ref[key]) for key in out)
+    del out, ref
+    full.clear()
+    torch.cuda.empty_cache()
+    mode = TimedMode(name, base.indices, base.names)
+    nbytes = int(km.bytes_moved(*inputs, mode=name))
+    fns = {"kernel": mode.wrap(km.kernel_fn, True)}
+    for label, backend in backends.items():
+        fns[label] = mode.wrap(sdpa_with(backend), False)
+    timings = {}
+    for what, fn in fns.items():
+        try:
+            fn(*inputs)  # bwd: the input set's forward, untimed; any backend's refusal shows here
+        except RuntimeError as exc:
+            if what == "kernel":
+                raise
+            row["notes"].append(f"{what}: {str(exc).splitlines()[0][:160]}")
+            continue
+        measured = measure(lambda fn=fn: fn(*inputs), config, flusher, watch, what, nbytes)
+        timings[what] = measured.timing
+        if what == "kernel":
+            row["notes"] += list(measured.notes)
+            row["per_call_events"] = timing_dict(measured.per_call or measured.timing)
+    mode.clear()
+    kernel = timings.get("kernel")
+    row["kernel"] = timing_dict(kernel)
+    row["comparisons"] = {what: timing_dict(t) for what, t in timings.items() if what != "kernel"}
+    if kernel is not None:
+        row["flops"] = km.flops(*inputs, mode=name)
+        row["TFLOP/s"] = row["flops"] / (kernel.median_ms * 1e-3) / 1e12
+        row["% matmul"] = 100 * row["TFLOP/s"] / ceilings.matmul_tflops
+        for what, t in timings.items():
+            if what != "kernel" and t is not None:
+                row[f"x {what}"] = t.median_ms / kernel.median_ms
+    row["targets"] = {what: {"bar": bar, "value": row.get(what), "met": row.get(what) is not None and
+                             row[what] >= bar} for what, bar in targets(scaffold, params).items()}
+    del inputs
+    torch.cuda.empty_cache()
+    return row
+
+
 def bench_case(scaffold, km, params, config, flusher, ceilings) -> dict:
     import torch
+
+    if scaffold in TRAINING:
+        return bench_training_case(scaffold, km, params, config, flusher, ceilings)
 
     from workbench.core.timing.baselines import compile_reference
     from workbench.core.timing.compilewatch import CompileWatch, jit_functions
@@ -212,7 +331,7 @@ import torch
 from workbench.core.run.child.compiler_warmup import warm_compiler
 from workbench.core.project.contract import load_kernel
 sys.path.insert(0, os.path.join(os.environ["WORKBENCH_ROOT"], "benchmarks"))
-from scaffolds import inputs_for, label_of, resource_usage
+from scaffolds import call_once, inputs_for, label_of, resource_usage
 warm_compiler(torch)
 for params in json.loads(sys.argv[2]):
     with tempfile.TemporaryDirectory() as cache:
@@ -220,9 +339,9 @@ for params in json.loads(sys.argv[2]):
         km = load_kernel(__import__("pathlib").Path(sys.argv[1]))
         inputs = inputs_for(km, params)
         torch.cuda.synchronize()
-        start = time.perf_counter(); km.kernel_fn(*inputs); torch.cuda.synchronize()
+        start = time.perf_counter(); call_once(km, inputs); torch.cuda.synchronize()
         first = time.perf_counter() - start
-        start = time.perf_counter(); km.kernel_fn(*inputs); torch.cuda.synchronize()
+        start = time.perf_counter(); call_once(km, inputs); torch.cuda.synchronize()
         row = {"case": label_of(params), "first_call_s": first, "warm_call_s": time.perf_counter() - start,
                "kernels": resource_usage(cache)}
         print("ROW " + json.dumps(row), flush=True)
@@ -290,11 +409,11 @@ def ncu_child(cases: list) -> None:
         km = modules.get(scaffold) or modules.setdefault(scaffold, load_kernel(ROOT / "scaffolds" / scaffold / "kernel.py"))
         inputs = inputs_for(km, params)
         for _ in range(3):
-            km.kernel_fn(*inputs)
+            call_once(km, inputs)
         torch.cuda.synchronize()
         counter.reset()
         torch.cuda.profiler.start()
-        km.kernel_fn(*inputs)
+        call_once(km, inputs)
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
         print(f"NCU_CASE {n} {counter.count}", file=sys.stderr, flush=True)
@@ -505,13 +624,16 @@ def main() -> int:
         if left < 20:
             run["cold"][scaffold] = [{"error": f"not run: past --budget-s {args.budget_s:.0f}"}]
             continue
-        run["cold"][scaffold] = cold_compile(scaffold, TABLE[scaffold], timeout=left)
+        cases = [p for p in TABLE[scaffold] if p.get("mode", "full") == "full"]  # a training case once
+        run["cold"][scaffold] = cold_compile(scaffold, cases, timeout=left)
         print(f"cold compile {scaffold}: " + ", ".join(f"{c.get('case')} {c.get('first_call_s', float('nan')):.2f} s"
                                                      for c in run["cold"][scaffold]), flush=True)
     for row in run["rows"]:
         cold = {c.get("case"): c.get("first_call_s") for c in run["cold"].get(row["scaffold"], [])}
         row["cold_compile_s"] = cold.get(row["case"])
-        if "targets" in row:  # the live loop recompiles on every save: every config's cold compile, at most 3 s
+        # the live loop recompiles on every save: every config's cold compile, at most 3 s (a training case's
+        # compile is measured once, forward and backward, and judged on its full row)
+        if "targets" in row and row.get("mode", "full") == "full":
             seconds = row["cold_compile_s"]
             row["targets"]["cold compile s"] = {"bar": COMPILE_TARGET_S, "value": seconds, "at_most": True,
                                                 "met": seconds is not None and seconds <= COMPILE_TARGET_S}
