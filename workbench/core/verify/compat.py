@@ -35,6 +35,7 @@ from ..project.config import VerifyConfig
 from ..project.kept import kept_since
 from ..project.contract import Case, KernelModule, exception_chain, first_line
 from ..stage import ContextPoisoned
+from . import compiled_context
 from .edge_cases import once_per_dtype
 from .handoff import ExtraRun
 from .tensors import clone_inputs, flatten_outputs
@@ -224,6 +225,8 @@ def project_digest(folder: str) -> str:
 
 
 def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
+    cache = compiled_context.cache_dir()
+    eager = compiled_context.snapshot(cache)  # the kernels the case's calls compiled, called as they are
     try:
         import torch._dynamo
 
@@ -241,6 +244,11 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
             pass
     flat = flatten_outputs(out)
     run.outputs, run.names, run.reference = [t.detach() for t in flat.tensors], flat.names, list(reference)
+    try:
+        after = compiled_context.snapshot(cache)
+        run.notes = compiled_context.changed_scalars(eager, {k: v for k, v in after.items() if k not in eager})
+    except Exception:  # noqa: BLE001 - a note, never a reason the check fails
+        run.notes = []
 
 
 WHOLE_ERROR_LIMIT = 20_000  # characters of an error kept for the record (Inductor's can hold generated code)

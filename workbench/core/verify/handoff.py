@@ -93,6 +93,7 @@ class ExtraRun:
     required: bool = False  # ... that fails the verdict all the same ([verify] <name> = "require")
     detail: str = ""  # the whole error, where `error` is its line
     refused: str = ""  # kernel_fn refused what this run handed it, before any launch (verify/layouts.py)
+    notes: list[str] = field(default_factory=list)  # what the run noticed beside its outcome (compiled_context.py)
 
 
 TENSOR_LISTS = ("first", "second", "reference", "native", "rounded", "before", "after", "sample_index")

@@ -168,6 +168,9 @@ def compat_finding(result: CaseResult, run: ExtraRun, problem: str) -> None:
     error = problem if not run.detail or run.detail in problem else f"{problem}\n{run.detail}"
     result.compat[run.name] = {"status": "failed" if problem else "passed", "required": run.required,
                                "error": error if problem else "", "key": run.key}
+    if run.notes:  # beside the outcome: a scalar that reaches the kernel as another type (compiled_context.py)
+        result.compat[run.name]["notes"] = list(run.notes)
+        result.notes += [f"{run.name}: {note}" for note in run.notes if f"{run.name}: {note}" not in result.notes]
     if not problem:
         result.checks[run.name] = "passed"
     elif run.required:

@@ -1,0 +1,116 @@
+"""A scalar that reaches a Triton kernel as another type under torch.compile: read from the Triton cache's IR."""
+
+import pytest
+
+from workbench.core.verify.compiled_context import changed_scalars, read_entry, snapshot
+
+# The signatures as triton 3.6 writes them (seen on an H200 with torch 2.11: a Python float `eps` is f32 called
+# eagerly, f64 when Inductor launches the kernel), and with argument attributes as other versions write them.
+EAGER = ('module {\n  tt.func public @norm_kernel(%x_ptr: !tt.ptr<f32>  loc("x_ptr"(#loc)), %y_ptr: !tt.ptr<f32>  '
+         'loc("y_ptr"(#loc)), %n: i32  loc("n"(#loc)), %eps: f32 loc("eps"(#loc))) attributes {noinline = false} {\n'
+         '    tt.return\n  }\n}\n')
+COMPILED = EAGER.replace("%eps: f32", "%eps: f64")
+WITH_ATTRIBUTES = ('module {\n  tt.func public @norm_kernel(%x_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} '
+                   'loc("x_ptr"(#loc)), %y_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc("y_ptr"(#loc)), '
+                   '%n: i32 loc("n"(#loc)), %eps: f32 loc("eps"(#loc))) {\n    tt.return\n  }\n}\n')
+
+
+def entry(cache, name, ttir, fp64_lines=None):
+    """A cache entry: the .ttir, and a .ptx (when fp64_lines is given) that loads and converts an fp64 argument
+    (no fp64 work) and runs `fp64_lines` fp64 additions."""
+    folder = cache / name
+    folder.mkdir(parents=True)
+    (folder / "norm_kernel.ttir").write_text(ttir)
+    if fp64_lines is not None:
+        lines = ["\tld.param.f64 \t%fd1, [eps_param];", "\tcvt.rn.f32.f64 \t%f4, %fd1;",
+                 "\tmul.rn.f32 \t%f1, %f2, %f3;"] + ["\tadd.rn.f64 \t%fd3, %fd1, %fd2;"] * fp64_lines
+        (folder / "norm_kernel.ptx").write_text("\n".join(lines))
+
+
+def test_the_signature_is_read_with_each_arguments_type(tmp_path):
+    entry(tmp_path, "a", EAGER, fp64_lines=0)
+    entry(tmp_path, "b", WITH_ATTRIBUTES)
+    a, b = read_entry(tmp_path / "a" / "norm_kernel.ttir"), read_entry(tmp_path / "b" / "norm_kernel.ttir")
+    assert a.name == "norm_kernel" and a.args == {"x_ptr": "!tt.ptr<f32>", "y_ptr": "!tt.ptr<f32>", "n": "i32",
+                                                  "eps": "f32"}
+    assert a.fp64_lines == 0 and b.fp64_lines is None and b.args == a.args
+
+
+def test_a_float_that_reaches_the_kernel_as_fp64_under_torch_compile_is_said_with_what_to_do(tmp_path):
+    entry(tmp_path, "eager", EAGER, fp64_lines=0)
+    before = snapshot(tmp_path)
+    entry(tmp_path, "compiled", COMPILED, fp64_lines=4)
+    after = snapshot(tmp_path)
+    notes = changed_scalars(before, {k: v for k, v in after.items() if k not in before})
+    assert len(notes) == 1
+    assert "`norm_kernel` receives `eps` as f64 (eagerly f32)" in notes[0]
+    assert "4 fp64 arithmetic instructions in its PTX, 0 eagerly" in notes[0] and "eps = eps.to(tl.float32)" in notes[0]
+
+
+@pytest.mark.parametrize("compiled, fp64_lines", [(EAGER, 0), (COMPILED, 0)])
+def test_the_same_types_or_no_more_fp64_work_is_no_note(tmp_path, compiled, fp64_lines):
+    """A kernel that converts the scalar where it first uses it runs no fp64 math (a load and a conversion of the
+    argument are no fp64 work): its changed type costs nothing."""
+    entry(tmp_path, "eager", EAGER, fp64_lines=0)
+    before = snapshot(tmp_path)
+    entry(tmp_path, "compiled", compiled, fp64_lines=fp64_lines)
+    after = snapshot(tmp_path)
+    assert changed_scalars(before, {k: v for k, v in after.items() if k not in before}) == []
+
+
+def test_no_cache_or_another_kernel_is_no_note(tmp_path):
+    assert snapshot(None) == {} and snapshot(tmp_path / "missing") == {}
+    entry(tmp_path, "compiled", COMPILED.replace("norm_kernel", "other_kernel"), fp64_lines=3)
+    assert changed_scalars({}, snapshot(tmp_path)) == []
+
+
+# A correct kernel as libraries write them: a module-level epsilon passed to the kernel as a Python float.
+EPS_AS_PYTHON_FLOAT = '''
+import torch
+import triton
+import triton.language as tl
+
+EPS = 1e-6
+
+
+@triton.jit
+def _rms_scale(x_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    eps = eps{cast}
+    y = x / tl.sqrt(x * x + eps)
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def kernel_fn(x):
+    y = torch.empty_like(x)
+    n = x.numel()
+    _rms_scale[(triton.cdiv(n, 1024),)](x, y, n, EPS, BLOCK=1024)
+    return y
+
+
+def reference_fn(x):
+    return x / torch.sqrt(x * x + EPS)
+
+
+def get_inputs(n=4096, dtype=torch.float32):
+    return [torch.randn(n, device="cuda", dtype=dtype)]
+
+
+CASES = [{{"n": 4096}}, {{"n": 1000}}]
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cast, noted", [("", True), (".to(tl.float32)", False)])
+def test_under_torch_compile_a_python_float_reaching_the_kernel_as_fp64_is_a_note(cli, make_project, cast, noted):
+    from run_helpers import verify_json
+
+    project = make_project(EPS_AS_PYTHON_FLOAT.format(cast=cast))
+    code, record = verify_json(cli, project)
+    assert code == 0
+    notes = [n for case in record["cases"] for n in case.get("notes", []) if n.startswith("torch_compile:")]
+    assert bool(notes) == noted, notes
+    if noted:
+        assert "`eps` as f64 (eagerly f32)" in notes[0] and "eps = eps.to(tl.float32)" in notes[0]
