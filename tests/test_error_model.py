@@ -353,3 +353,17 @@ def test_on_a_gpu_the_sorted_selection_agrees_with_the_cpus():
     values = torch.randn(3_000_001, dtype=torch.float64)
     for k in (1, 1_500_001, 2_970_000, 3_000_001):
         assert kth_smallest(values.cuda(), k) == kth_smallest(values, k)
+
+
+def test_where_torch_overflows_everywhere_one_more_rounding_of_the_inputs_still_budgets_the_output():
+    """reference_fn in float16 overflowed at every element (an intermediate past 65504: torch itself is no measure
+    here), but the float64 reference on the inputs rounded once more still says how sensitive the output is."""
+    ref = torch.linspace(1, 2, 1000, dtype=torch.float64)
+    native = torch.full((1000,), float("inf"), dtype=torch.float16)
+    rounded = ref * (1 + 3e-3 * torch.sin(torch.arange(1000, dtype=torch.float64)))  # the op moves 0.3% per rounding
+    err = torch_error(ref, native, rounded=rounded)
+    assert err is not None and err.source == "inputs" and float(err.per_element.max()) > 1e-3
+    assert torch_error(ref, native) is None  # nothing to measure the dtype's error by: the floor alone
+    kernel = (ref * (1 + 4e-3)).to(torch.float16)  # 0.4% off: past the float16 floor, within 2x what rounding costs
+    assert not compare(kernel, ref, DEFAULT_TOLERANCES["float16"]).passed
+    assert compare(kernel, ref, DEFAULT_TOLERANCES["float16"], native=native, rounded=rounded).passed

@@ -95,8 +95,9 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
                 scale: float | None = None, rounded: torch.Tensor | None = None) -> TorchError | None:
     """The dtype's own error against the float64 `reference`: torch's in `native`'s dtype (E_n), or the
     error of the inputs rounded once more (`rounded`, E_p), whichever is larger. None when there is no native
-    result to measure it by (reference_fn raised on the inputs as given, another shape, not floating-point).
-    Elements where either is NaN or infinite count for nothing. `scale`: m (typical_magnitude), when the
+    result to measure it by (reference_fn raised on the inputs as given, another shape, not floating-point), or
+    torch's is NaN or infinite everywhere and there is no `rounded` result either. Elements where either is NaN or
+    infinite count for nothing. `scale`: m (typical_magnitude), when the
     caller has it."""
     if native is None or not reference.is_floating_point() or not native.is_floating_point() \
             or tuple(native.shape) != tuple(reference.shape) or reference.numel() == 0:
@@ -105,11 +106,14 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
     magnitude = torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r))
     weight = magnitude + (typical_magnitude(r) if scale is None else scale)
     own = _relative(r, native, weight, spread=False)
-    if own is None:
-        return None
+    by_inputs = _relative(r, rounded, weight, spread=True)
+    measured = own is not None
+    if own is None:  # torch overflowed (or gave NaN) at every element: what one more rounding costs still holds
+        if by_inputs is None:
+            return None
+        own = (0.0, 0.0, torch.zeros_like(r))
     relative, absolute, err = own
     source = "torch"
-    by_inputs = _relative(r, rounded, weight, spread=True)
     if by_inputs is not None and by_inputs[0] > relative:
         relative, absolute, source = by_inputs[0], by_inputs[1], "inputs"
     # Where the reference is exactly zero and so is the median (an output that is all zeros in exact
@@ -118,8 +122,9 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
     zero_floor = float(err[~positive].max()) if bool((~positive).any()) else 0.0
     per_element = torch.clamp_min(relative * weight, zero_floor)
     errors = [err] if by_inputs is None else [err, by_inputs[2]]
-    norm = None if significant is None else \
-        _norm(r, errors, significant & torch.isfinite(native.detach().to(r.device, torch.float64)))
+    if significant is not None and measured:  # the elements where torch's result is finite too
+        significant = significant & torch.isfinite(native.detach().to(r.device, torch.float64))
+    norm = None if significant is None else _norm(r, errors, significant)
     return TorchError(per_element, absolute, norm, str(native.dtype).replace("torch.", ""), source)
 
 
