@@ -78,3 +78,27 @@ def test_a_kernel_in_a_large_tree_keeps_nothing_and_a_virtual_environment_is_not
     monkeypatch.setattr(compat, "DIGEST_MOST_FILES", 1)  # kernel.py and helpers.py: past the limit
     assert compat.finding_key(km, case, config, "torch_compile") != compat.finding_key(km, case, config,
                                                                                      "torch_compile")
+
+
+def test_what_a_kept_pass_noted_is_kept_with_it_and_said_again(tmp_path):
+    """A torch.compile pass that noted a scalar reaching the kernel as fp64 (verify/compiled_context.py) keeps the
+    note: the run that skips the check says it again, on the case and in the record."""
+    (tmp_path / "kernel.py").write_text("x = 1\n")
+    project = Project.open(tmp_path)
+    project.ensure_state_dir()
+    note = "under torch.compile `k` receives `eps` as f64 (eagerly f32)"
+    store.remember_findings(project, {"torch_compile": {"cases": [{"status": "passed", "key": "a", "kept": "",
+                                                                   "notes": [note]}]}})
+    assert store.load_findings(project)["a"]["notes"] == [note]
+    km, case, config = kernel_at(tmp_path), Case(index=0, params={"n": 8}), VerifyConfig()
+    key = compat.finding_key(km, case, config, "torch_compile")
+    graph_key = compat.finding_key(km, case, config, "cuda_graph")  # kept too: neither check runs here
+    kept = compat.KeptFindings(km, config, {key: store.load_findings(project)["a"],
+                                            graph_key: {"check": "cuda_graph", "at": 0.0}})
+    compiled = compat.compat_runs(km, case, [torch.ones(8)], [torch.ones(8)], [], [], config, interpret=False,
+                                  anchors={0}, kept=kept)[0]
+    assert compiled.kept and compiled.notes == [note]
+    result = Judge(VerifyConfig()).judge(
+        CaseData(case_index=0, label="n=8", first=[torch.ones(4)], names=["output"], reference=[torch.ones(4)],
+                 extra_runs=[compiled]))
+    assert result.compat["torch_compile"]["notes"] == [note] and f"torch_compile: {note}" in result.notes

@@ -43,14 +43,15 @@ def load_baselines(project: Project) -> dict[str, dict[str, Any]]:
 
 
 def load_findings(project: Project) -> dict[str, dict[str, Any]]:
-    """finding_key -> {"check": its name, "at": epoch seconds it passed}; {} when none or unreadable."""
+    """finding_key -> {"check": its name, "at": epoch seconds it passed, "notes": what it noted, where it did};
+    {} when none or unreadable."""
     return {key: entry for key, entry in _read(project, FINDINGS_FILE).items() if isinstance(entry.get("at"), (int, float))}
 
 
 def remember_findings(project: Project, compatibility: dict[str, dict[str, Any]]) -> None:
     """Keep the compatibility checks that passed in this run (RunOutcome.compatibility()), by their keys."""
     now = time.time()
-    fresh = {case["key"]: {"check": name, "at": now}
+    fresh = {case["key"]: {"check": name, "at": now, **({"notes": case["notes"]} if case.get("notes") else {})}
              for name, finding in compatibility.items() for case in finding["cases"]
              if case["status"] == "passed" and case.get("key") and not case.get("kept")}
     _write_newest(project, FINDINGS_FILE, {**load_findings(project), **fresh}, "at", bool(fresh))

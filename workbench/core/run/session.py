@@ -91,7 +91,8 @@ class RunOutcome:
                 entry = found.setdefault(name, {"status": "passed", "required": finding["required"], "cases": []})
                 entry["cases"].append({"case_index": r.case_index, "label": r.label, "dtype": r.dtype,
                                        "status": finding["status"], "error": finding["error"],
-                                       "key": finding.get("key", ""), "kept": finding.get("kept", "")})
+                                       "key": finding.get("key", ""), "kept": finding.get("kept", ""),
+                                       **({"notes": finding["notes"]} if finding.get("notes") else {})})
                 if FINDING_RANK[finding["status"]] > FINDING_RANK[entry["status"]]:
                     entry["status"] = finding["status"]
         return found

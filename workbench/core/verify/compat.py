@@ -117,6 +117,8 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
         if not run.skipped:
             run.key = kept.key(case, run.name)
             run.kept = kept.passed_before(run.key)
+            if run.kept:
+                run.notes = kept.notes(run.key)
     if not compiled.skipped and not compiled.kept:
         announce("the torch.compile check")
         _torch_compile(km, inputs, reference, compiled)
@@ -169,6 +171,11 @@ class KeptFindings:
         if self._sources is None:
             self._sources = project_digest(str(self.km.path.parent))
         return finding_key(self.km, case, self.config, check, self._sources)
+
+    def notes(self, key: str) -> list[str]:
+        """What the pass kept under `key` noted beside its outcome (compiled_context.py): said again when kept."""
+        notes = (self.passed.get(key) or {}).get("notes")
+        return [str(note) for note in notes] if isinstance(notes, list) else []
 
     def passed_before(self, key: str) -> str:
         """What the record says of a pass kept under `key` ("" when there is none)."""
