@@ -166,6 +166,8 @@ def test_bench_end_to_end(cli, make_project, cache_dir):
     assert row["median_ms"] > 0 and row["kernel"]["samples"] >= 30
     assert row["reference"]["median_ms"] > 0
     assert row["compiled"] is not None or row["compiled_note"]
+    assert row["kernel_compiled"]["median_ms"] > 0, row["kernel_compiled_note"]  # kernel_fn under torch.compile
+    assert "kernel_fn under torch.compile, case 3: " in format_bench_of(cli, project)
     assert row["bytes_moved"] == 2 * (1 << 20) * 4 and row["bytes_source"].startswith("lower bound")
     assert row["gbps"] > 0 and row["bandwidth_fraction"] > 0
     facts = record["device_facts"]
@@ -179,6 +181,12 @@ def test_bench_end_to_end(cli, make_project, cache_dir):
     # its inputs rotated through 4 sets (4 MiB each: copies fit), a rate under the copy ceiling
     assert row["withheld"] == "" and row["timed_launches_per_call"] == 1 and row["checked_launches"] == 1
     assert row["input_sets"] == 4 and row["gbps"] < facts["copy_gbps"] * 1.1
+
+
+def format_bench_of(cli, project):
+    code, out, err = cli("bench", project, "--no-plot")
+    assert code == 0, out
+    return out
 
 
 def test_the_baselines_times_are_kept_across_runs_until_asked_again(cli, make_project, cache_dir):

@@ -1,5 +1,8 @@
 """A scalar that reaches a Triton kernel as another type under torch.compile: read from the Triton cache's IR."""
 
+import dataclasses
+import json
+
 import pytest
 
 from workbench.core.verify.compiled_context import changed_scalars, read_entry, snapshot
@@ -114,3 +117,20 @@ def test_under_torch_compile_a_python_float_reaching_the_kernel_as_fp64_is_a_not
     assert bool(notes) == noted, notes
     if noted:
         assert "`eps` as f64 (eagerly f32)" in notes[0] and "eps = eps.to(tl.float32)" in notes[0]
+
+
+def test_bench_says_kernel_fns_time_under_torch_compile_beside_its_eager_time():
+    from workbench.core.events import BenchResult, Timing
+    from workbench.reports.bench import kernel_compiled_lines
+
+    def timing(ms):
+        return Timing(median_ms=ms, q25_ms=ms, q75_ms=ms, min_ms=ms, samples=50, method="cuda events")
+
+    timed = BenchResult(case_index=0, label="n=4096", kernel=timing(0.129), kernel_compiled=timing(0.1488))
+    failed = BenchResult(case_index=1, label="n=1000", kernel=timing(0.01),
+                         kernel_compiled_note="torch.compile(kernel_fn) failed: Unsupported: ...")
+    lines = kernel_compiled_lines([timed, failed])
+    assert "kernel_fn under torch.compile, case 0: 149 µs" in lines[0] and "(1.15x the eager call's 129 µs" in lines[0]
+    assert lines[1].endswith("torch.compile(kernel_fn) failed: Unsupported: ...")
+    again = BenchResult.from_dict(json.loads(json.dumps(dataclasses.asdict(timed))))
+    assert again.kernel_compiled == timed.kernel_compiled  # the record keeps it

@@ -225,6 +225,10 @@ class BenchResult(Event):
     reference: Timing | None = None
     compiled: Timing | None = None
     compiled_note: str = ""  # why torch.compile has no time, when it has none
+    # kernel_fn itself under torch.compile: Inductor launches the kernel (a Python float argument as fp64: see
+    # verify/compiled_context.py), timed by the same timer; its output judged by verification's torch.compile check
+    kernel_compiled: Timing | None = None
+    kernel_compiled_note: str = ""  # why it has no time, when it has none
     bytes_moved: int | None = None
     bytes_source: str = ""  # "bytes_moved()" or "lower bound: inputs read once + outputs written once"
     flops: int | None = None
@@ -257,7 +261,8 @@ class BenchResult(Event):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "BenchResult":
-        timings = {k: Timing(**data[k]) if data.get(k) else None for k in ("kernel", "reference", "compiled")}
+        timings = {k: Timing(**data[k]) if data.get(k) else None
+                   for k in ("kernel", "reference", "compiled", "kernel_compiled")}
         return cls(**{**data, **timings})
 
 

@@ -165,6 +165,19 @@ def method_lines(results: list[BenchResult]) -> list[str]:
     return lines
 
 
+def kernel_compiled_lines(results: list[BenchResult]) -> list[str]:
+    """kernel_fn under torch.compile beside its eager time, per case (the launches Inductor makes of the kernel)."""
+    lines = []
+    for r in results:
+        if r.kernel_compiled is not None and r.kernel is not None:
+            ratio = r.kernel_compiled.median_ms / r.kernel.median_ms if r.kernel.median_ms else None
+            said = f" ({ratio:.2f}x the eager call's {fmt_timing(r.kernel)})" if ratio else ""
+            lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {fmt_timing(r.kernel_compiled)}{said}")
+        elif r.kernel_compiled_note:
+            lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {r.kernel_compiled_note}")
+    return lines
+
+
 def autotune_lines(reports: list[AutotuneReport], compiled: list[CompiledKernels] = ()) -> list[str]:
     """Each tuning: every config's time beside what the compiler made of it (registers, spills, shared
     memory, occupancy), the pick marked."""
@@ -245,6 +258,9 @@ def format_bench(outcome: RunOutcome, verbose: bool = False) -> str:
         lines += [""] + facts_lines
     if autotune:
         lines += [""] + autotune
+    in_compiled = kernel_compiled_lines(results)
+    if in_compiled:
+        lines += [""] + in_compiled
     notes = [f"  note, case {r.case_index}: {n}" for r in results for n in r.notes]
     notes += [f"  note, case {r.case_index}: torch.compile: {r.compiled_note}" for r in results if r.compiled_note]
     if notes:

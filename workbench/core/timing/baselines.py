@@ -95,6 +95,41 @@ class Baselines:
         result.notes += timed.notes
         phases.done("baselines: torch.compile(reference_fn) timed")
 
+    def time_kernel_compiled(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
+                             phases: Phases, mode: TimedMode | None) -> None:
+        """kernel_fn under torch.compile, timed as the kernel is (`workbench bench`, where torch.compile(reference_fn)
+        is timed too): the kernel in the launches Inductor makes of it, beside its eager time."""
+        if self.live or not self.config.compare_torch_compile:
+            return
+        if mode is not None and mode.indices:
+            result.kernel_compiled_note = "not timed for a training kernel's modes (the forward-only kernels are)"
+            return
+        if result.kernel is None:
+            return  # no eager time to set it beside (a wrong or withheld kernel's time is never posted)
+        if originals is not None:
+            restore_inputs(inputs, originals)
+        self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(kernel_fn)",
+                               case_index=case.index))
+        compiled, note = compile_reference(self.project_km.kernel_fn, inputs)
+        if compiled is None:
+            result.kernel_compiled_note = note.replace("torch.compile(reference_fn)", "torch.compile(kernel_fn)")
+            return
+        try:
+            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile(kernel_fn)",
+                            result.bytes_moved)
+        except Exception as exc:  # noqa: BLE001 - a comparison, never a reason to fail
+            if is_cuda_fatal(exc):
+                raise
+            result.kernel_compiled_note = (f"timing torch.compile(kernel_fn) failed: {type(exc).__name__}: "
+                                           f"{first_line(exc)}")
+            return
+        finally:
+            if originals is not None:
+                restore_inputs(inputs, originals)
+        result.kernel_compiled = without_samples(timed.timing)
+        result.notes += timed.notes
+        phases.done("baselines: torch.compile(kernel_fn) timed")
+
     def _kept(self, result: BenchResult, key: str, what: str, also: str) -> Timing | None:
         """A baseline's time kept from an earlier run (project/kept.py), noted as such; None when there is none."""
         entry = self.kept_baselines.get(key)

@@ -299,6 +299,7 @@ class CaseBencher:
         if seen.reset_note:
             result.notes.append(seen.reset_note)
         self.baselines.time(result, case, inputs, originals, phases, self.km, mode)
+        self.baselines.time_kernel_compiled(result, case, inputs, originals, phases, mode)
         phases.done("baselines: the rest")
         derive_rates(result, self.facts)
         if result.kernel is not None:

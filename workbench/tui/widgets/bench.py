@@ -10,6 +10,7 @@ from ...core.events import BenchResult, DeviceFacts
 from ...core.text import MISSING, fmt_memory, fmt_ms, fmt_rate, fmt_speedup
 from ...core.project.config import MODE_WORDS
 from ...core.timing.compiler_facts import describe_facts, facts_by_config, facts_cells, facts_changes, picked_facts
+from ...reports.bench import kernel_compiled_lines
 from ..model import LiveSession, RunState
 from ..render import bar
 
@@ -42,6 +43,7 @@ class BenchPanel(Vertical):
                 lines += [f"case {result.case_index}: {note}" for note in result.notes]
                 if result.compiled is None and result.compiled_note:
                     lines.append(f"case {result.case_index}: torch.compile: {result.compiled_note}")
+            lines += [line.strip() for line in kernel_compiled_lines(shown.bench)]
             lines += [f"case {case}: compiled {facts.kernel} ({facts.config}): {describe_facts(facts)}"
                       for case, facts in picked_facts(shown.compiled, shown.autotune)]
             if shown.bench and shown.bench[0].mode:  # a training kernel: what was timed
