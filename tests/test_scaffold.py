@@ -131,15 +131,15 @@ def test_scaffold_cases_cover_dtypes_and_odd_shapes(catalog):
         assert ast.get_docstring(tree), f"{scaffold.name}: kernel.py needs a header docstring"
 
 
-@pytest.mark.slow
-def test_shipped_example_projects_verify_green(cli):
+def test_shipped_example_projects_are_the_verified_scaffolds():
+    """projects/ holds `workbench new` output of scaffolds this suite verifies green (rmsnorm and softmax as known
+    ops, matmul as the gemm template renamed), and test_shipped_example_projects_are_what_workbench_new_makes holds
+    them equal: verifying the copies again would repeat those runs."""
     from pathlib import Path
 
     projects = Path(__file__).resolve().parents[1] / "projects"
     shipped = sorted(p for p in projects.iterdir() if (p / "kernel.py").is_file())
     assert [p.name for p in shipped] == ["matmul", "rmsnorm", "softmax"]
-    code, out, err = cli("verify", *shipped, "--json")
-    assert code == 0, [(p["project"], p["problems"]) for p in json.loads(out)["projects"]]
 
 
 def test_shipped_example_projects_are_what_workbench_new_makes(catalog):
