@@ -330,3 +330,13 @@ def test_a_cache_hinted_load_is_on_its_own_line_not_where_the_inline_asm_counts_
                       "        /*00a0*/                   MOV R0, R4 ;"])
     assert [label for label, _ in annotated("sass", sass, "kernel.py", ptx)] == ["", str(load_line), "", str(load_line)]
     assert [label for label, _ in annotated("sass", sass, "kernel.py")][1] == str(load_line + 1)  # without the PTX
+
+
+def test_a_training_kernels_ir_holds_its_backwards_kernels_too(make_project):
+    """kernel_fn of a training kernel is called with its backward (as verification calls it), so the backward's
+    kernels compile too and show beside the forward's."""
+    project = make_project((REPO / "scaffolds" / "silu_mul_train" / "kernel.py").read_text(), name="swiglu")
+    done = workbench("ir", str(project), "--target", "sm_90", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = {k["kernel"] for event in json.loads(done.stdout)["compiled"] for k in event["kernels"]}
+    assert any("fwd" in name for name in names) and any("bwd" in name for name in names), names

@@ -383,6 +383,7 @@ def ir_stage(context: JobContext) -> None:
         cases = cases[:1]  # the first benchmark case unless others are asked for
     import torch
 
+    from ..verify.gradients import for_training
     from ..verify.torchmodes import CudaToCpu
 
     on_gpu = named is None
@@ -390,6 +391,8 @@ def ir_stage(context: JobContext) -> None:
     target = GPUTarget(*parse_target(named)) if named is not None else None
     with compiling_for(target) if target is not None else contextlib.nullcontext(), \
             contextlib.nullcontext() if torch.cuda.is_available() else CudaToCpu():
+        # A training kernel's call runs its backward too (verify/gradients.py), so that its kernels compile as well.
+        km = for_training(km, context.config.verify.backward, require_triton=False)
         for case in cases:
             context.emit(StageChanged(stage="compiling", detail=case.label, case_index=case.index))
             try:
