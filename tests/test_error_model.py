@@ -367,3 +367,27 @@ def test_where_torch_overflows_everywhere_one_more_rounding_of_the_inputs_still_
     kernel = (ref * (1 + 4e-3)).to(torch.float16)  # 0.4% off: past the float16 floor, within 2x what rounding costs
     assert not compare(kernel, ref, DEFAULT_TOLERANCES["float16"]).passed
     assert compare(kernel, ref, DEFAULT_TOLERANCES["float16"], native=native, rounded=rounded).passed
+
+
+@pytest.mark.parametrize("zero", [0.0, 1e-170])
+def test_an_output_of_mostly_zeros_is_scaled_by_its_values_not_by_zero(zero):
+    """dq of attention on large scores: most rows' softmax is one-hot, their dq 0 in float16 (1e-170 in float64:
+    an exp that underflowed), and torch in float16 is exact there (its weight rounds to 1). The typical magnitude
+    leaves out what is zero at the output's precision, so a correct kernel's rounding residue at a zero (3e-3
+    beside values of ~3) passes; a value of the output's size there does not."""
+    from workbench.core.verify.error_model import typical_magnitude
+
+    r = torch.full((1000,), zero, dtype=torch.float64)
+    r[:300] = torch.linspace(-6, 6, 300, dtype=torch.float64)
+    u = torch.finfo(torch.float16).eps / 2
+    assert typical_magnitude(r, u) == float(r[:300].abs().median())
+    assert typical_magnitude(torch.zeros(10, dtype=torch.float64), u) == 0.0
+    native = r.to(torch.float16)
+    rounded = r * (1 + 1e-3 * torch.sin(torch.arange(1000, dtype=torch.float64)))
+    residue = r.clone()
+    residue[500] = 3e-3
+    assert compare(residue.to(torch.float16), r, DEFAULT_TOLERANCES["float16"], native=native, rounded=rounded).passed
+    garbage = r.clone()
+    garbage[500] = 2.0
+    assert not compare(garbage.to(torch.float16), r, DEFAULT_TOLERANCES["float16"], native=native,
+                       rounded=rounded).passed

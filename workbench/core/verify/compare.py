@@ -96,7 +96,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         close = both_finite & close
         own = None
     else:
-        m = typical_magnitude(r)  # once: the floor's atol and torch's error are both scaled by it
+        # once: the floor's atol and torch's error are both scaled by it
+        m = typical_magnitude(r, torch.finfo(out.dtype).eps / 2 if out.is_floating_point() else 0.0)
         own = torch_error(r, native, significant, m, rounded)
         floor = floor_budget(r, tol, m)
         floor_close = both_finite & (diff <= floor)

@@ -11,7 +11,8 @@ own dtype) and `o` the kernel's output, element i of a floating-point output pas
     E       = max(E_n, E_p)
     E_n     = max_j |n_j - r_j| / (|r_j| + m)        torch's largest error in this output, relative
     E_p     = spread_j |p_j - r_j| / (|r_j| + m)     the error one more rounding of the inputs makes
-    m       = median_j |r_j|                         the output's typical magnitude
+    m       = median_j |r_j|, |r_j| > u max|r|        the output's typical magnitude (u: the output dtype's
+                                                     unit roundoff)
 
 `p` is reference_fn in float64 on the inputs each rounded once more: every float element moved by a random
 fraction of its dtype's unit roundoff (u = eps/2: 2^-11 in float16, 2^-8 in bfloat16, 2^-24 in float32).
@@ -32,8 +33,12 @@ zero where a kernel that rounds as accurately but in another order lands an ulp 
 makes anywhere in the output, scaled to each element's magnitude, is what the dtype lets a correct kernel
 do. The median in the scale keeps elements near zero (a gradient that is a difference of near-equal terms)
 from being held to a relative error of their own tiny size, without letting the few largest elements of a
-wide-ranging output set everyone's budget. The error-norm bound follows the same rule: the larger of the
-dtype's rel_norm and F times torch's own ||n - r|| / ||r||.
+wide-ranging output set everyone's budget. Its elements that are zero at the output's precision (below u times
+its largest: exactly 0, or an exp that underflowed to 1e-170) are left out of the median: an output that is
+mostly such zeros (a gradient of rows whose softmax is one-hot, a ReLU, a mask) has the typical magnitude of its
+values, not ~0, so that its zeros are not held to the bare floor while torch, exact there by luck of rounding (a
+weight that rounds to exactly 1), sets no budget. The error-norm bound follows
+the same rule: the larger of the dtype's rel_norm and F times torch's own ||n - r|| / ||r||.
 
 Integer and boolean outputs have no rounding to scale: an element passes when it equals the float64
 reference's or the reference at the inputs' own precision (a quantiser rounding an exact .5 tie as torch
@@ -140,9 +145,13 @@ def _norm(r: torch.Tensor, errors: list[torch.Tensor], significant: torch.Tensor
     return max(float(torch.linalg.vector_norm(e[where])) for e in errors) / ref_norm
 
 
-def typical_magnitude(r: torch.Tensor) -> float:
-    """m: the median |r_j| over the finite elements (0 when there are none)."""
+def typical_magnitude(r: torch.Tensor, resolution: float = 0.0) -> float:
+    """m: the median |r_j| over the finite elements above `resolution` times the largest (0 when there are none).
+    `resolution`: the output dtype's unit roundoff, below which an element is, beside the largest, zero at the
+    output's precision (an exp that underflowed in float64 to 1e-170 where the kernel's dtype has 0)."""
     finite = r[torch.isfinite(r)].abs()
+    if finite.numel():
+        finite = finite[finite > resolution * float(finite.max())]
     return kth_smallest(finite, (finite.numel() + 1) // 2) if finite.numel() else 0.0  # torch's lower median
 
 
