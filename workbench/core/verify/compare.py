@@ -97,7 +97,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
         own = None
     else:
         # once: the floor's atol and torch's error are both scaled by it
-        m = typical_magnitude(r, torch.finfo(out.dtype).eps / 2 if out.is_floating_point() else 0.0)
+        m = typical_magnitude(r, out.dtype)
         own = torch_error(r, native, significant, m, rounded)
         floor = floor_budget(r, tol, m)
         floor_close = both_finite & (diff <= floor)

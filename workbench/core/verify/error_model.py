@@ -109,7 +109,7 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
         return None
     r = reference.detach().to(torch.float64)
     magnitude = torch.where(torch.isfinite(r), r.abs(), torch.zeros_like(r))
-    weight = magnitude + (typical_magnitude(r) if scale is None else scale)
+    weight = magnitude + (typical_magnitude(r, native.dtype) if scale is None else scale)
     own = _relative(r, native, weight, spread=False)
     by_inputs = _relative(r, rounded, weight, spread=True)
     measured = own is not None
@@ -145,10 +145,12 @@ def _norm(r: torch.Tensor, errors: list[torch.Tensor], significant: torch.Tensor
     return max(float(torch.linalg.vector_norm(e[where])) for e in errors) / ref_norm
 
 
-def typical_magnitude(r: torch.Tensor, resolution: float = 0.0) -> float:
-    """m: the median |r_j| over the finite elements above `resolution` times the largest (0 when there are none).
-    `resolution`: the output dtype's unit roundoff, below which an element is, beside the largest, zero at the
-    output's precision (an exp that underflowed in float64 to 1e-170 where the kernel's dtype has 0)."""
+def typical_magnitude(r: torch.Tensor, dtype: torch.dtype | None = None) -> float:
+    """m: the median |r_j| over the finite elements above u times the largest (0 when there are none), u the unit
+    roundoff of the output's `dtype` (a floating-point one; else only exact zeros are left out): below it an
+    element is, beside the largest, zero at the output's precision (an exp that underflowed in float64 to 1e-170
+    where the kernel's dtype has 0)."""
+    resolution = torch.finfo(dtype).eps / 2 if dtype is not None and dtype.is_floating_point else 0.0
     finite = r[torch.isfinite(r)].abs()
     if finite.numel():
         finite = finite[finite > resolution * float(finite.max())]
