@@ -118,12 +118,12 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
     replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
 
     judge: Judge | None = None
-    profiler = _profiler()
+    profiler, profile_path = _profiler()
     while True:
         frame = read_frame(frames_fd)
         if frame is None:
             if profiler is not None and profiler.getstats():  # a judge that judged nothing writes nothing
-                profiler.dump_stats(os.path.join(os.environ["WORKBENCH_PROFILE_DIR"], f"{os.getpid()}-judge.prof"))
+                profiler.dump_stats(profile_path)
             return 0
         kind, payload = frame
         if kind == EVENT:
@@ -159,11 +159,7 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
                 judge = Judge(ProjectConfig().verify)
             try:
                 data = CaseData.unpack(payload)
-                if profiler is not None:
-                    profiler.enable()
-                result = judge.judge(data)
-                if profiler is not None:
-                    profiler.disable()
+                result = judge.judge(data) if profiler is None else profiler.runcall(judge.judge, data)
             except Exception as exc:  # noqa: BLE001 - a torn or forged frame is no pass
                 result = CaseResult(case_index=-1, label="?", status="error",
                                     messages=[f"the judge could not read a case: {type(exc).__name__}: {exc}"])
@@ -172,13 +168,13 @@ def serve(frames_fd: int, replies_fd: int, events_fd: int) -> int:
             replies.flush()
 
 
-def _profiler() -> Any:
-    """A cProfile profiler for the judge's verdicts when WORKBENCH_PROFILE_DIR names a folder (as the worker's
-    jobs are profiled: worker.profiled), written there as `<pid>-judge.prof` when the worker is done; else None."""
+def _profiler() -> tuple[Any, str]:
+    """A cProfile profiler for the judge's verdicts and the file it goes to, `<pid>-judge.prof` in the folder
+    WORKBENCH_PROFILE_DIR names (as the worker's jobs are profiled: worker.profiled); (None, "") without it."""
     folder = os.environ.get("WORKBENCH_PROFILE_DIR")
     if not folder:
-        return None
+        return None, ""
     import cProfile
 
     os.makedirs(folder, exist_ok=True)
-    return cProfile.Profile()
+    return cProfile.Profile(), os.path.join(folder, f"{os.getpid()}-judge.prof")
