@@ -84,3 +84,49 @@ def test_a_kept_baseline_is_read_back_with_a_note_saying_when():
     assert kept == timing(4.0)
     assert result.notes[0].startswith("reference_fn: its time from a run at ")
     assert "torch and timing method); `workbench bench --fresh-baselines` measures it again" in result.notes[0]
+
+
+def test_torch_compile_of_the_reference_and_of_kernel_fn_are_timed_alike(monkeypatch):
+    """The two compiled baselines share one path (baselines.Baselines._time_compiled): each compiled with what it is
+    named in a failure, timed by the kernel's timer, its peak memory taken; a failure is its own note. Stand-ins for
+    torch.compile and the timer (the real ones run on a GPU: test_bench_gpu)."""
+    import torch
+
+    from workbench.core.events import BenchResult
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.project.contract import Case
+    from workbench.core.stage import Phases
+    from workbench.core.timing import baselines as module
+
+    compiled_what = []
+
+    def compile_stand_in(fn, inputs, wrap=None, what="torch.compile(reference_fn)"):
+        compiled_what.append(what)
+        return (None, f"{what} failed: Unsupported: a graph break") if fn is broken else (fn, "")
+
+    def broken(x):
+        return x
+
+    monkeypatch.setattr(module, "compile_reference", compile_stand_in)
+    monkeypatch.setattr(module, "measure", lambda fn, config, flusher, watch, what, footprint: SimpleNamespace(
+        timing=timing(0.25), notes=[f"{what}: timed"]))
+    monkeypatch.setattr(module, "peak_memory", lambda fn: 4096)
+    km = SimpleNamespace(reference_fn=lambda x: x * 2, kernel_fn=lambda x: x * 2, get_inputs=lambda: [torch.ones(4)])
+    context = SimpleNamespace(km=km, config=SimpleNamespace(bench=BenchConfig()), emit=lambda event: None,
+                              job=SimpleNamespace(live=False, reference_timings={}, kept_baselines={}))
+    bench = module.Baselines(context, "a GPU", flusher=None, watch=None)
+    result, phases = BenchResult(case_index=0, label="n=4", kernel=timing(0.2)), Phases()
+    monkeypatch.setattr(bench, "_time_reference", lambda result, inputs, km: None)
+    bench.time(result, Case(index=0, params={}), [torch.ones(4)], None, phases, km, None)
+    bench.time_kernel_compiled(result, Case(index=0, params={}), [torch.ones(4)], None, phases, None)
+    assert compiled_what == ["torch.compile(reference_fn)", "torch.compile(kernel_fn)"]
+    assert result.compiled.median_ms == result.kernel_compiled.median_ms == 0.25
+    assert result.compiled.peak_memory_bytes == result.kernel_compiled.peak_memory_bytes == 4096
+    assert result.notes == ["torch.compile: timed", "torch.compile(kernel_fn): timed"]
+    assert {"baselines: torch.compile(reference_fn) timed", "baselines: torch.compile(kernel_fn) timed"} <= \
+        set(phases.seconds)
+    km.kernel_fn = broken
+    failed = BenchResult(case_index=0, label="n=4", kernel=timing(0.2))
+    bench.time_kernel_compiled(failed, Case(index=0, params={}), [torch.ones(4)], None, Phases(), None)
+    assert failed.kernel_compiled is None
+    assert failed.kernel_compiled_note == "torch.compile(kernel_fn) failed: Unsupported: a graph break"

@@ -75,25 +75,9 @@ class Baselines:
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(reference_fn)",
                                case_index=case.index))
         training = mode is not None and mode.indices
-        compiled, note = compile_reference(self.project_km.reference_fn, inputs,
-                                           (lambda fn: mode.wrap(fn, False)) if training else None)
-        phases.done("baselines: torch.compile(reference_fn) compiled")
-        if compiled is None:
-            result.compiled_note = note
-            return
-        try:
-            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile",
-                            result.bytes_moved)
-        except Exception as exc:  # noqa: BLE001
-            if is_cuda_fatal(exc):
-                raise
-            result.compiled_note = f"timing torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)}"
-            return
-        result.compiled = without_samples(timed.timing)  # only the kernel's samples are compared between runs
-        if result.compiled is not None:
-            result.compiled.peak_memory_bytes = peak_memory(lambda: compiled(*inputs))
-        result.notes += timed.notes
-        phases.done("baselines: torch.compile(reference_fn) timed")
+        result.compiled, result.compiled_note = self._time_compiled(
+            self.project_km.reference_fn, "torch.compile(reference_fn)", "torch.compile", inputs, result, phases,
+            (lambda fn: mode.wrap(fn, False)) if training else None)
 
     def time_kernel_compiled(self, result: BenchResult, case: Case, inputs: list[Any], originals: list[Any] | None,
                              phases: Phases, mode: TimedMode | None) -> None:
@@ -110,25 +94,36 @@ class Baselines:
             restore_inputs(inputs, originals)
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(kernel_fn)",
                                case_index=case.index))
-        compiled, note = compile_reference(self.project_km.kernel_fn, inputs)
-        if compiled is None:
-            result.kernel_compiled_note = note.replace("torch.compile(reference_fn)", "torch.compile(kernel_fn)")
-            return
         try:
-            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, "torch.compile(kernel_fn)",
+            result.kernel_compiled, result.kernel_compiled_note = self._time_compiled(
+                self.project_km.kernel_fn, "torch.compile(kernel_fn)", "torch.compile(kernel_fn)", inputs, result,
+                phases)
+        finally:
+            if originals is not None:
+                restore_inputs(inputs, originals)
+
+    def _time_compiled(self, fn: Callable[..., Any], what: str, label: str, inputs: list[Any], result: BenchResult,
+                       phases: Phases, wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+                       ) -> tuple[Timing | None, str]:
+        """torch.compile(fn) (`what`) compiled, warmed up and timed by the kernel's timer (its notes under `label`):
+        (the time, "") or (None, why not). Only the kernel's samples are compared between runs: none kept here."""
+        compiled, note = compile_reference(fn, inputs, wrap, what)
+        phases.done(f"baselines: {what} compiled")
+        if compiled is None:
+            return None, note
+        try:
+            timed = measure(lambda: compiled(*inputs), self.config, self.flusher, self.watch, label,
                             result.bytes_moved)
         except Exception as exc:  # noqa: BLE001 - a comparison, never a reason to fail
             if is_cuda_fatal(exc):
                 raise
-            result.kernel_compiled_note = (f"timing torch.compile(kernel_fn) failed: {type(exc).__name__}: "
-                                           f"{first_line(exc)}")
-            return
-        finally:
-            if originals is not None:
-                restore_inputs(inputs, originals)
-        result.kernel_compiled = without_samples(timed.timing)
+            return None, f"timing {what} failed: {type(exc).__name__}: {first_line(exc)}"
+        timing = without_samples(timed.timing)
+        if timing is not None:
+            timing.peak_memory_bytes = peak_memory(lambda: compiled(*inputs))
         result.notes += timed.notes
-        phases.done("baselines: torch.compile(kernel_fn) timed")
+        phases.done(f"baselines: {what} timed")
+        return timing, ""
 
     def _kept(self, result: BenchResult, key: str, what: str, also: str) -> Timing | None:
         """A baseline's time kept from an earlier run (project/kept.py), noted as such; None when there is none."""
@@ -183,9 +178,10 @@ def function_source(fn: Any) -> str:
 
 def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any],
                       wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
-                      ) -> tuple[Callable[..., Any] | None, str]:
+                      what: str = "torch.compile(reference_fn)") -> tuple[Callable[..., Any] | None, str]:
     """torch.compile(reference_fn), specialised to this case's shapes and warmed up; or (None, why not).
-    `wrap`: how a training kernel's mode calls it (modes.TimedMode.wrap: its backward compiled by AOTAutograd)."""
+    `wrap`: how a training kernel's mode calls it (modes.TimedMode.wrap: its backward compiled by AOTAutograd);
+    `what`: what is compiled, as a failure says (kernel_fn is compiled the same way)."""
     try:
         import torch._dynamo
 
@@ -206,4 +202,4 @@ def compile_reference(reference_fn: Callable[..., Any], inputs: list[Any],
     except Exception as exc:  # noqa: BLE001 - torch.compile is a comparison, never a reason to fail
         if is_cuda_fatal(exc):
             raise
-        return None, f"torch.compile(reference_fn) failed: {type(exc).__name__}: {first_line(exc)[:200]}"
+        return None, f"{what} failed: {type(exc).__name__}: {first_line(exc)[:200]}"
