@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from workbench.core.verify.compiled_context import changed_scalars, read_entry, snapshot
+from workbench.core.verify.compiled_context import changed_scalars, kernels_in, read_entry
 
 # The signatures as triton 3.6 writes them (seen on an H200 with torch 2.11: a Python float `eps` is f32 called
 # eagerly, f64 when Inductor launches the kernel), and with argument attributes as other versions write them.
@@ -41,10 +41,9 @@ def test_the_signature_is_read_with_each_arguments_type(tmp_path):
 
 def test_a_float_that_reaches_the_kernel_as_fp64_under_torch_compile_is_said_with_what_to_do(tmp_path):
     entry(tmp_path, "eager", EAGER, fp64_lines=0)
-    before = snapshot(tmp_path)
+    before = kernels_in(tmp_path)
     entry(tmp_path, "compiled", COMPILED, fp64_lines=4)
-    after = snapshot(tmp_path)
-    notes = changed_scalars(before, {k: v for k, v in after.items() if k not in before})
+    notes = changed_scalars(before, kernels_in(tmp_path))
     assert len(notes) == 1
     assert "`norm_kernel` receives `eps` as f64 (eagerly f32)" in notes[0]
     assert "4 fp64 arithmetic instructions in its PTX, 0 eagerly" in notes[0] and "eps = eps.to(tl.float32)" in notes[0]
@@ -55,16 +54,15 @@ def test_the_same_types_or_no_more_fp64_work_is_no_note(tmp_path, compiled, fp64
     """A kernel that converts the scalar where it first uses it runs no fp64 math (a load and a conversion of the
     argument are no fp64 work): its changed type costs nothing."""
     entry(tmp_path, "eager", EAGER, fp64_lines=0)
-    before = snapshot(tmp_path)
+    before = kernels_in(tmp_path)
     entry(tmp_path, "compiled", compiled, fp64_lines=fp64_lines)
-    after = snapshot(tmp_path)
-    assert changed_scalars(before, {k: v for k, v in after.items() if k not in before}) == []
+    assert changed_scalars(before, kernels_in(tmp_path)) == []
 
 
 def test_no_cache_or_another_kernel_is_no_note(tmp_path):
-    assert snapshot(None) == {} and snapshot(tmp_path / "missing") == {}
+    assert kernels_in(None) == {} and kernels_in(tmp_path / "missing") == {}
     entry(tmp_path, "compiled", COMPILED.replace("norm_kernel", "other_kernel"), fp64_lines=3)
-    assert changed_scalars({}, snapshot(tmp_path)) == []
+    assert changed_scalars({}, kernels_in(tmp_path)) == []
 
 
 # A correct kernel as libraries write them: a module-level epsilon passed to the kernel as a Python float.

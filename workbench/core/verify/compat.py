@@ -233,7 +233,7 @@ def project_digest(folder: str) -> str:
 
 def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
     cache = compiled_context.cache_dir()
-    eager = compiled_context.snapshot(cache)  # the kernels the case's calls compiled, called as they are
+    eager = compiled_context.kernels_in(cache)  # the kernels the case's calls compiled, called as they are
     try:
         import torch._dynamo
 
@@ -252,8 +252,7 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
     flat = flatten_outputs(out)
     run.outputs, run.names, run.reference = [t.detach() for t in flat.tensors], flat.names, list(reference)
     try:
-        after = compiled_context.snapshot(cache)
-        run.notes = compiled_context.changed_scalars(eager, {k: v for k, v in after.items() if k not in eager})
+        run.notes = compiled_context.changed_scalars(eager, compiled_context.kernels_in(cache))
     except Exception:  # noqa: BLE001 - a note, never a reason the check fails
         run.notes = []
 

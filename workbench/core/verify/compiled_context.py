@@ -4,7 +4,7 @@ Called eagerly, a Python float argument reaches a Triton kernel as fp32; under t
 the user's kernel itself and may pass the same float as fp64. The kernel's arithmetic on it is then fp64 (slower
 on every GPU, far slower where fp64 runs at a fraction of fp32's rate) and gives other numbers. Both launches
 compile into the project's Triton cache, each entry with its IR: the function's signature in the .ttir names
-every argument with its type, and the .ptx holds the instructions. So the check snapshots the cache before
+every argument with its type, and the .ptx holds the instructions. So the check lists the cache before
 torch.compile runs kernel_fn, and compares each kernel compiled under it with the same kernel compiled eagerly:
 an argument whose type changed, where the compiled kernel also runs more fp64 instructions, is a note.
 """
@@ -39,16 +39,12 @@ def cache_dir() -> Path | None:
     return Path(folder) if folder else None
 
 
-def snapshot(folder: Path | None) -> dict[str, Compiled]:
-    """Every kernel in the cache `folder` with its IR, by entry (the hash folder's name)."""
-    entries: dict[str, Compiled] = {}
+def kernels_in(folder: Path | None) -> dict[str, Path]:
+    """Every compiled kernel in the cache `folder`: its entry (the hash folder's name) -> its .ttir, named after the
+    kernel. A listing only: the IR is read for the kernels a comparison needs (changed_scalars)."""
     if folder is None or not folder.is_dir():
-        return entries
-    for ttir in folder.glob("*/*.ttir"):
-        compiled = read_entry(ttir)
-        if compiled is not None:
-            entries[ttir.parent.name] = compiled
-    return entries
+        return {}
+    return {ttir.parent.name: ttir for ttir in folder.glob("*/*.ttir")}
 
 
 def read_entry(ttir: Path) -> Compiled | None:
@@ -72,14 +68,17 @@ def read_entry(ttir: Path) -> Compiled | None:
     return Compiled(match.group(1), args, fp64)
 
 
-def changed_scalars(eager: dict[str, Compiled], compiled: dict[str, Compiled]) -> list[str]:
-    """A note per kernel compiled under torch.compile (`compiled`: the entries new since the snapshot) whose
-    arguments changed type against the same kernel compiled eagerly (`eager`), where its fp64 instruction count
-    grew too (or no .ptx says). The same kernel compiled eagerly for several specialisations: the one with the
-    most arguments of the same types is its pair."""
+def changed_scalars(before: dict[str, Path], after: dict[str, Path]) -> list[str]:
+    """A note per kernel compiled under torch.compile (the entries of `after`, kernels_in's listing, not in
+    `before`) whose arguments changed type against the same kernel compiled eagerly (an entry of `before` of the
+    same name), where its fp64 instruction count grew too (or no .ptx says). The same kernel compiled eagerly for
+    several specialisations: the one with the most arguments of the same types is its pair."""
+    compiled = [entry for key, path in after.items() if key not in before and (entry := read_entry(path))]
+    names = {entry.name for entry in compiled}
+    eager = [entry for path in before.values() if path.stem in names and (entry := read_entry(path))]
     notes: list[str] = []
-    for entry in compiled.values():
-        pairs = [e for e in eager.values() if e.name == entry.name and e.args.keys() == entry.args.keys()]
+    for entry in compiled:
+        pairs = [e for e in eager if e.name == entry.name and e.args.keys() == entry.args.keys()]
         if not pairs:
             continue
         pair = max(pairs, key=lambda e: sum(e.args[a] == entry.args[a] for a in entry.args))
