@@ -132,3 +132,22 @@ def test_bench_says_kernel_fns_time_under_torch_compile_beside_its_eager_time():
     assert lines[1].endswith("torch.compile(kernel_fn) failed: Unsupported: ...")
     again = BenchResult.from_dict(json.loads(json.dumps(dataclasses.asdict(timed))))
     assert again.kernel_compiled == timed.kernel_compiled  # the record keeps it
+
+
+async def test_the_benchmark_tab_says_kernel_fns_time_under_torch_compile(tmp_path):
+    from tui_helpers import READY_GPU, app_for, case_events, replay, rmsnorm_project, text_of
+
+    from workbench.core.events import BenchResult, DeviceFacts, Timing
+
+    def timing(ms):
+        return Timing(median_ms=ms, q25_ms=ms, q75_ms=ms, min_ms=ms, samples=200, method="cuda events")
+
+    result = BenchResult(case_index=4, label="rows=8192 cols=4096", dtype="bfloat16", kernel=timing(0.129),
+                         reference=timing(0.3), kernel_compiled=timing(0.1488))
+    app = app_for(rmsnorm_project(tmp_path))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await replay(app, pilot, case_events(failing=False) + [DeviceFacts(name=READY_GPU.device_name), result])
+        await pilot.press("1")
+        await pilot.pause()
+        notes = text_of(app.query_one("#bench-notes"))
+        assert "kernel_fn under torch.compile, case 4: 149 µs" in notes and "1.15x the eager call's 129 µs" in notes
