@@ -531,14 +531,22 @@ def markdown(run: dict) -> str:
 
 
 def put_section(results: Path, section: str) -> None:
+    """Replace in `results` the section whose title is `section`'s first line (up to the next "## " title), or
+    add it at the end. Each script's section is found by its own title: training.py's once replaced this
+    script's section 7, whose title this function used to look for whatever it was given."""
+    title = section.split("\n", 1)[0]
+    if not title.startswith("## "):
+        raise ValueError(f"a RESULTS.md section starts with its '## ' title, not {title[:60]!r}")
     text = results.read_text(encoding="utf-8") if results.exists() else "# Benchmark results\n"
-    start = text.find(SECTION_TITLE)
+    start = text.find(title + "\n")
     if start >= 0:
-        following = text.find("\n## ", start + len(SECTION_TITLE))
-        text = text[:start] + section + ("" if following < 0 else text[following:])
+        following = text.find("\n## ", start + len(title))
+        text = text[:start] + section.rstrip("\n") + "\n" + ("" if following < 0 else text[following:])
     else:
-        text = text.rstrip("\n") + "\n\n" + section
-    results.write_text(text, encoding="utf-8")
+        text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+    temp = results.with_name(f".{results.name}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.replace(temp, results)
 
 
 def main() -> int:
