@@ -39,7 +39,9 @@ overrides what it names:
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"
     warmup_ms = 200              # GPU time spent calling before each timed series
-    rep_ms = 1000                # GPU time per timed series (min_samples .. max_samples samples)
+    rep_ms = 1000                # GPU time per timed series at most (min_samples .. max_samples samples)
+    median_within_pct = 0.25     # a series stops before rep_ms once its median is known to within this
+                                 # (the 95% interval's half-width, % of the median; 0: always rep_ms)
     cuda_graph_below_us = 20     # shorter calls are timed by CUDA-graph replay
     compare_torch_compile = true # also time torch.compile(reference_fn)
     l2_flush = "read"            # between calls, read 2 x L2 ("write": memset it, as do_bench does)
@@ -191,7 +193,11 @@ MODE_WORDS = {"fwd": "forward (autograd recording)", "bwd": "backward alone (the
 @dataclass(frozen=True)
 class BenchConfig:
     warmup_ms: float = 200.0  # GPU time spent calling before each timed series: boost clocks settle
-    rep_ms: float = 1000.0  # GPU time per timed series; the sample count follows from the call's length
+    rep_ms: float = 1000.0  # GPU time per timed series at most; the sample count follows from the call's length
+    # A series stops before rep_ms once its median is known to within this (the half-width of its 95% interval, in
+    # % of the median), after at least STABLE_MIN_MS of it: a steady kernel's median is settled long before a
+    # second of samples. 0: every series runs rep_ms (timers.SeriesStop).
+    median_within_pct: float = 0.25
     min_samples: int = 30
     max_samples: int = 5000
     cuda_graph_below_us: float = 20.0  # shorter calls are timed by CUDA-graph replay, not per-call events
@@ -268,6 +274,9 @@ class ProjectConfig:
         if bench.mode not in ("", *BENCH_MODES):
             raise ConfigError(path, "bench.mode", f"must be one of {', '.join(map(repr, BENCH_MODES))}, "
                                                   f"not {bench.mode!r}")
+        if not 0 <= bench.median_within_pct < 100:
+            raise ConfigError(path, "bench.median_within_pct", f"must be 0 (every series runs rep_ms) or a "
+                                                               f"percentage under 100, got {bench.median_within_pct}")
         if bench.min_samples < 1:
             raise ConfigError(path, "bench.min_samples", f"must be at least 1, got {bench.min_samples}")
         if bench.max_samples < bench.min_samples:

@@ -30,6 +30,7 @@ def _c_method(base: Any, name: str, fallback: Any) -> Any:
 Event = torch.cuda.Event
 _record_on = _c_method(_EventBase, "record", torch.cuda.Event.record)
 elapsed_time = _c_method(_EventBase, "elapsed_time", torch.cuda.Event.elapsed_time)  # elapsed_time(start, end)
+wait_for = _c_method(_EventBase, "synchronize", torch.cuda.Event.synchronize)  # wait_for(event): the host waits
 synchronize = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize  # the current device
 current_stream = torch.cuda.current_stream
 CUDAGraph = torch.cuda.CUDAGraph

@@ -43,6 +43,26 @@ def summarize(samples_ms: Iterable[float], method: str) -> Timing:
                   samples=len(values), method=method, samples_ms=kept_samples(values))
 
 
+MEDIAN_Z = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def median_half_width(sorted_ms: Sequence[float]) -> float:
+    """The half-width of the median's distribution-free 95% interval, as a fraction of the median (inf when too
+    few samples or a median of 0): the interval runs between the order statistics at ranks n/2 -+ z·sqrt(n)/2,
+    the binomial's normal approximation, rounded outwards. It assumes independent samples, which consecutive
+    GPU samples are not quite (clocks, temperature); timers.SeriesStop asks it for a quarter of noise.PRACTICAL_CHANGE
+    and a minimum series length for that reason."""
+    n = len(sorted_ms)
+    if n < 3:
+        return math.inf
+    median = statistics.median(sorted_ms)
+    if not median > 0:
+        return math.inf
+    spread = MEDIAN_Z * math.sqrt(n) / 2
+    low, high = max(0, math.floor(n / 2 - spread) - 1), min(n - 1, math.ceil(n / 2 + spread))
+    return (sorted_ms[high] - sorted_ms[low]) / 2 / median
+
+
 def kept_samples(sorted_ms: Sequence[float], limit: int = MAX_KEPT_SAMPLES) -> list[float]:
     """The samples a record keeps: all of them up to `limit`, else the ones at `limit` evenly spaced ranks of the
     sorted series (the first and the last among them), each to KEPT_DIGITS significant digits.

@@ -36,7 +36,7 @@ from ..text import fmt_ms
 from ..verify.compat import host_sync, recover_from_failed_capture
 from . import primitives as cuda
 from .compilewatch import CompileWatch
-from .stats import summarize
+from .stats import median_half_width, summarize
 
 MIB = 1 << 20
 FALLBACK_FLUSH_BYTES = 256 * MIB  # when the L2 size is unknown: more than any GPU's L2 today
@@ -46,6 +46,8 @@ GRAPH_REPLAY_MS = 2.0  # target length of one graph replay: long enough that eve
 GRAPH_MAX_CALLS = 200
 WRITEBACK_L2S = 16  # calls moving fewer bytes than this many L2s are timed with their write-back ...
 WRITEBACK_BELOW_MS = 2.0  # ... unless longer than this: a few µs of write-back is then under 0.3%
+STABLE_MIN_MS = 100.0  # a series runs at least this much GPU time (the live loop's whole series) before it may stop
+CHECK_EVERY_MS = 20.0  # GPU time between two looks at a series that may stop early
 
 
 class L2Flusher:
@@ -105,6 +107,44 @@ def estimate_ms(fn: Callable[[], Any], flush: Callable[[], None]) -> float:
     return max(cuda.elapsed_time(start, end) / ESTIMATE_CALLS, 1e-4)
 
 
+class SeriesStop:
+    """When a timed series may end before `rep_ms` ([bench] median_within_pct): once its median is known to within
+    that share (median_half_width), after at least STABLE_MIN_MS of GPU time and min_samples samples. A steady
+    kernel's median settles within a tenth of a second; a noisy one runs the whole rep_ms as before.
+
+    The samples are enqueued a chunk (CHECK_EVERY_MS) at a time and each chunk is read while the next one runs,
+    so the GPU never waits on the host's look; the series may run one chunk past the sample that settled it.
+    The kernel cannot tell when its series will end: a look reads only the events' times, and the calls sampled
+    for the recheck are drawn over however many calls there were (escapes.CallSample)."""
+
+    def __init__(self, config: BenchConfig, sample_ms: float, most: int, brief: bool = False):
+        self.within = 0.0 if brief else config.median_within_pct / 100
+        self.most = most
+        self.least = min(most, max(config.min_samples, math.ceil(STABLE_MIN_MS / max(sample_ms, 1e-6))))
+        self.chunk = max(1, math.ceil(CHECK_EVERY_MS / max(sample_ms, 1e-6))) if self.within else most
+
+    def settled(self, samples: list[float]) -> bool:
+        return bool(self.within) and len(samples) >= self.least and median_half_width(sorted(samples)) <= self.within
+
+    def run(self, enqueue: Callable[[int], Any], read: Callable[[Any], list[float]]) -> list[float]:
+        """The series: `enqueue(k)` puts k samples' work and events on the stream and returns a handle;
+        `read(handle)` waits for that chunk's last event and gives its samples."""
+        samples: list[float] = []
+        pending: list[Any] = []
+        enqueued = 0
+        while enqueued < self.most:
+            k = min(self.chunk, self.most - enqueued)
+            pending.append(enqueue(k))
+            enqueued += k
+            if len(pending) == 2:
+                samples += read(pending.pop(0))
+                if self.settled(samples):
+                    break
+        for handle in pending:
+            samples += read(handle)
+        return samples
+
+
 def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable[[], None] = _no_flush,
                      watch: CompileWatch | None = None, brief: bool = False,
                      per_iteration: float | None = None) -> list[float]:
@@ -126,21 +166,29 @@ def time_with_events(fn: Callable[[], Any], config: BenchConfig, flush: Callable
         pad()
         fn()
     n = config.min_samples if brief else _clamp(config.rep_ms / per_iteration, config.min_samples, config.max_samples)
-    starts = [cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [cuda.Event(enable_timing=True) for _ in range(n)]
     # Recorded on this stream, named once: Event.record() with no stream builds a Stream object per
     # call (about 0.15 ms on an H100 host, 2 per sample), host time that can outlast a short call.
     stream = cuda.current_stream()
-    cuda.synchronize()
-    with watch if watch is not None else _Nothing():
-        for start, end in zip(starts, ends):
+
+    def enqueue(k: int) -> list[tuple[Any, Any]]:
+        pairs = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)) for _ in range(k)]
+        for start, end in pairs:
             flush()
             pad()
             cuda.record(start, stream)
             fn()
             cuda.record(end, stream)
+        return pairs
+
+    def read(pairs: list[tuple[Any, Any]]) -> list[float]:
+        cuda.wait_for(pairs[-1][1])
+        return [cuda.elapsed_time(start, end) for start, end in pairs]
+
+    cuda.synchronize()
+    with watch if watch is not None else _Nothing():
+        samples = SeriesStop(config, per_iteration, n, brief).run(enqueue, read)
         cuda.synchronize()
-    return [cuda.elapsed_time(start, end) for start, end in zip(starts, ends)]
+    return samples
 
 
 class LaunchPad:
@@ -230,10 +278,10 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
         cuda.replay(work)
         cuda.replay(flush_only)
     n = _clamp(config.rep_ms / (2 * replay_ms), config.min_samples, config.max_samples)
-    events = [[cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(n)]
     stream = cuda.current_stream()
-    cuda.synchronize()
-    with watch if watch is not None else _Nothing():
+
+    def enqueue(k: int) -> list[list[Any]]:
+        events = [[cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(k)]
         for start_work, end_work, start_flush, end_flush in events:
             cuda.record(start_work, stream)
             cuda.replay(work)
@@ -241,8 +289,16 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
             cuda.record(start_flush, stream)
             cuda.replay(flush_only)
             cuda.record(end_flush, stream)
+        return events
+
+    def read(events: list[list[Any]]) -> list[float]:
+        cuda.wait_for(events[-1][3])
+        return [(cuda.elapsed_time(a, b) - cuda.elapsed_time(c, d)) / calls for a, b, c, d in events]
+
+    cuda.synchronize()
+    with watch if watch is not None else _Nothing():
+        samples = SeriesStop(config, 2 * replay_ms, n).run(enqueue, read)
         cuda.synchronize()
-    samples = [(cuda.elapsed_time(a, b) - cuda.elapsed_time(c, d)) / calls for a, b, c, d in events]
     del work, flush_only
     return samples, calls
 
