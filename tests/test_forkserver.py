@@ -155,3 +155,12 @@ def test_every_module_the_template_preloads_exists():
 
     for name in PRELOAD:
         importlib.import_module(name)
+
+
+def test_workers_keep_torch_compiles_caches_in_the_workbench_cache_unless_told(tmp_path, monkeypatch):
+    """One folder for a CI cache step: the ceilings and torch.compile's caches (Inductor's default is /tmp)."""
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path / "wb"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    assert worker_env()["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "wb" / "inductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert worker_env()["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")

@@ -18,6 +18,7 @@ from ..commands import (
     Context,
     hookimpl,
 )
+from ..core.fsutil import inductor_cache_dir
 from ..core.project.folder import Project, ProjectError, find_projects
 from ..core.project.config import ConfigError
 from ..core.project.history import (
@@ -133,6 +134,7 @@ def _doctor(args: argparse.Namespace, context: Context) -> int:
         rows.append((tool, shutil.which(tool) or "not on PATH"))
     rows.append(("user triton cache", os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")))
     rows.append(("project caches", "<project>/.workbench/triton-cache (cleared before every run)"))
+    rows.append(("torch.compile cache", str(inductor_cache_dir())))
     rows.append(("plugins", ", ".join(name for name, _ in loaded_plugins(context.pm))))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -20,6 +20,17 @@ def cache_root() -> Path:
     return Path(base) / "kernel-workbench"
 
 
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def inductor_cache_dir() -> Path:
+    """Where torch.compile's caches go in the workbench's workers (the torch.compile check, the benchmark's compiled
+    baselines): $TORCHINDUCTOR_CACHE_DIR when set, else inside cache_root(), so that one folder kept by a CI
+    cache step holds them beside the GPU's ceilings (Inductor's own default is under /tmp)."""
+    override = os.environ.get(INDUCTOR_CACHE_ENV)
+    return Path(override).expanduser() if override else cache_root() / "inductor"
+
+
 def current_umask() -> int:
     """The process's umask, read where Linux shows it (setting it to read it back races other threads)."""
     try:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..events import LogLine, Problem, WorkerReady, event_from_json
+from ..fsutil import INDUCTOR_CACHE_ENV, inductor_cache_dir
 from ..stage import Job
 from . import trace
 from .forkserver import ForkServer
@@ -45,6 +46,7 @@ def worker_env(env: dict[str, str] | None = None, interpret: bool = False) -> di
     child_env = dict(os.environ)
     child_env.update(env or {})
     child_env["PYTHONUNBUFFERED"] = "1"
+    child_env.setdefault(INDUCTOR_CACHE_ENV, str(inductor_cache_dir()))
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), child_env.get("PYTHONPATH", "")) if p)
     if interpret:
         child_env["WORKBENCH_INTERPRET"] = "1"
