@@ -16,7 +16,8 @@ def result(key: str, ms: float | None, reused: bool = False, reference_key: str 
            reference_ms: float | None = None, reference_reused: bool = False) -> SimpleNamespace:
     return SimpleNamespace(compiled_key=key, compiled=None if ms is None else timing(ms), compiled_reused=reused,
                            reference_key=reference_key, reference_reused=reference_reused,
-                           reference=None if reference_ms is None else timing(reference_ms))
+                           reference=None if reference_ms is None else timing(reference_ms),
+                           kernel_compiled_key="", kernel_compiled=None, kernel_compiled_reused=False)
 
 
 def project_at(tmp_path) -> Project:
@@ -86,7 +87,7 @@ def test_a_kept_baseline_is_read_back_with_a_note_saying_when():
     assert "torch and timing method); `workbench bench --fresh-baselines` measures it again" in result.notes[0]
 
 
-def test_torch_compile_of_the_reference_and_of_kernel_fn_are_timed_alike(monkeypatch):
+def test_torch_compile_of_the_reference_and_of_kernel_fn_are_timed_alike(monkeypatch, tmp_path):
     """The two compiled baselines share one path (baselines.Baselines._time_compiled): each compiled with what it is
     named in a failure, timed by the kernel's timer, its peak memory taken; a failure is its own note. Stand-ins for
     torch.compile and the timer (the real ones run on a GPU: test_bench_gpu)."""
@@ -111,7 +112,9 @@ def test_torch_compile_of_the_reference_and_of_kernel_fn_are_timed_alike(monkeyp
     monkeypatch.setattr(module, "measure", lambda fn, config, flusher, watch, what, footprint: SimpleNamespace(
         timing=timing(0.25), notes=[f"{what}: timed"]))
     monkeypatch.setattr(module, "peak_memory", lambda fn: 4096)
-    km = SimpleNamespace(reference_fn=lambda x: x * 2, kernel_fn=lambda x: x * 2, get_inputs=lambda: [torch.ones(4)])
+    (tmp_path / "kernel.py").write_text("# the project\n")
+    km = SimpleNamespace(reference_fn=lambda x: x * 2, kernel_fn=lambda x: x * 2, get_inputs=lambda: [torch.ones(4)],
+                         path=tmp_path / "kernel.py")
     context = SimpleNamespace(km=km, config=SimpleNamespace(bench=BenchConfig()), emit=lambda event: None,
                               job=SimpleNamespace(live=False, reference_timings={}, kept_baselines={}))
     bench = module.Baselines(context, "a GPU", flusher=None, watch=None)
@@ -130,3 +133,47 @@ def test_torch_compile_of_the_reference_and_of_kernel_fn_are_timed_alike(monkeyp
     bench.time_kernel_compiled(failed, Case(index=0, params={}), [torch.ones(4)], None, Phases(), None)
     assert failed.kernel_compiled is None
     assert failed.kernel_compiled_note == "torch.compile(kernel_fn) failed: Unsupported: a graph break"
+
+
+def test_kernel_fns_time_under_torch_compile_is_kept_until_a_project_file_changes(monkeypatch, tmp_path):
+    """Its compile imports Dynamo and Inductor (seconds on a run whose checks' passes are kept): kept like the
+    baselines, by a key that also hashes every Python file of the project."""
+    import torch
+
+    from workbench.core.events import BenchResult
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.project.contract import Case
+    from workbench.core.project.folder import Project
+    from workbench.core.stage import Phases
+    from workbench.core.timing import baselines as module
+
+    compiles = []
+    monkeypatch.setattr(module, "compile_reference", lambda fn, inputs, wrap=None, what="": compiles.append(what)
+                        or (fn, ""))
+    monkeypatch.setattr(module, "measure", lambda fn, config, flusher, watch, what, footprint: SimpleNamespace(
+        timing=timing(0.25), notes=[]))
+    monkeypatch.setattr(module, "peak_memory", lambda fn: 0)
+    (tmp_path / "kernel.py").write_text("# version 1\n")
+    project = Project.open(tmp_path)
+    km = SimpleNamespace(reference_fn=lambda x: x, kernel_fn=lambda x: x, get_inputs=lambda: [], path=tmp_path / "kernel.py")
+
+    def run():
+        context = SimpleNamespace(km=km, config=SimpleNamespace(bench=BenchConfig()), emit=lambda event: None,
+                                  job=SimpleNamespace(live=False, reference_timings={},
+                                                      kept_baselines=baselines.load_baselines(project)))
+        result = BenchResult(case_index=0, label="n=4", kernel=timing(0.2), reference_key="r")
+        module.Baselines(context, "a GPU", None, None).time_kernel_compiled(
+            result, Case(index=0, params={}), [torch.ones(4)], None, Phases(), None)
+        baselines.remember_baselines(project, [result])
+        return result
+
+    first = run()
+    assert compiles == ["torch.compile(kernel_fn)"] and not first.kernel_compiled_reused and first.kernel_compiled_key
+    again = run()
+    assert compiles == ["torch.compile(kernel_fn)"] and again.kernel_compiled_reused
+    assert again.kernel_compiled.median_ms == 0.25 and "kernel_fn under torch.compile: its time from a run at" in \
+        again.notes[0]
+    (tmp_path / "kernel.py").write_text("# version 2\n")  # a save: the kernel is compiled and timed again
+    changed = run()
+    assert compiles == ["torch.compile(kernel_fn)"] * 2 and not changed.kernel_compiled_reused
+    assert changed.kernel_compiled_key != first.kernel_compiled_key

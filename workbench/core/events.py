@@ -247,6 +247,8 @@ class BenchResult(Event):
     reference_key: str = ""  # what the reference's time depends on (baselines.reference_key): the live loop reuses it
     compiled_key: str = ""  # ... and torch.compile's (baselines.compiled_key): kept across runs (project/kept.py)
     compiled_reused: bool = False  # `compiled` is a time measured by an earlier run (its note says when)
+    kernel_compiled_key: str = ""  # ... and kernel_fn's under torch.compile (baselines.kernel_compiled_key): kept too
+    kernel_compiled_reused: bool = False
     reference_reused: bool = False  # ... and `reference` (the live loop's earlier save, or a kept baseline)
     gpu: str = ""  # which GPU timed it (GpuSlot.id), as on CaseResult
     phases: dict[str, float] = field(default_factory=dict)  # wall-clock seconds of the case's steps, in order

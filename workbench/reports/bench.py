@@ -172,7 +172,9 @@ def kernel_compiled_lines(results: list[BenchResult]) -> list[str]:
         if r.kernel_compiled is not None and r.kernel is not None:
             ratio = r.kernel_compiled.median_ms / r.kernel.median_ms if r.kernel.median_ms else None
             said = f" ({ratio:.2f}x the eager call's {fmt_timing(r.kernel)})" if ratio else ""
-            lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {fmt_timing(r.kernel_compiled)}{said}")
+            kept = " [kept from an earlier run of the same project files]" if r.kernel_compiled_reused else ""
+            lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {fmt_timing(r.kernel_compiled)}{said}"
+                         f"{kept}")
         elif r.kernel_compiled_note:
             lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {r.kernel_compiled_note}")
     return lines

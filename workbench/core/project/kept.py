@@ -6,7 +6,9 @@ same, and said to be reused, with when it was measured.
   torch.compile of the reference costs seconds per benchmark case (Dynamo, Inductor, Triton), timing the eager
   reference a second or more. BenchResult.reference_key hashes reference_fn's and get_inputs' source, the case,
   the GPU's name, torch and the timing method; compiled_key adds Triton. `workbench bench --fresh-baselines`
-  measures both again.
+  measures both again. kernel_fn's own time under torch.compile (`workbench bench`) is kept the same way, its key
+  adding every Python file of the project (baselines.kernel_compiled_key): its compile imports Dynamo and Inductor,
+  seconds on a run whose checks' passes are kept; a changed kernel is measured again.
 - Findings (`workbench verify`, `bench`): a torch.compile or CUDA-graph check that passed (verify/compat.py's
   finding_key: every Python file of the project, the case, the GPU, torch, Triton, the workbench and the
   [verify] settings). Its cold start is most of a small project's headless run (Dynamo and Inductor imported,
@@ -66,6 +68,10 @@ def remember_baselines(project: Project, results: Iterable[Any]) -> None:
              for r in results if r.compiled_key and r.compiled is not None and not r.compiled_reused}
     fresh.update({r.reference_key: {"timing": _plain(r.reference), "measured_at": now, "of": "reference_fn"}
                   for r in results if r.reference_key and r.reference is not None and not r.reference_reused})
+    fresh.update({r.kernel_compiled_key: {"timing": _plain(r.kernel_compiled), "measured_at": now,
+                                          "of": "torch.compile(kernel_fn)"}
+                  for r in results if r.kernel_compiled_key and r.kernel_compiled is not None
+                  and not r.kernel_compiled_reused})
     _write_newest(project, BASELINES_FILE, {**load_baselines(project), **fresh}, "measured_at", bool(fresh))
 
 

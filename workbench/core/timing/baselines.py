@@ -90,6 +90,12 @@ class Baselines:
             return
         if result.kernel is None:
             return  # no eager time to set it beside (a wrong or withheld kernel's time is never posted)
+        result.kernel_compiled_key = kernel_compiled_key(result.reference_key, self.project_km)
+        result.kernel_compiled = self._kept(result, result.kernel_compiled_key, "kernel_fn under torch.compile",
+                                            "timing method, Triton and project files")
+        if result.kernel_compiled is not None:
+            result.kernel_compiled_reused = True  # its compile imports Dynamo and Inductor: seconds, every run
+            return
         if originals is not None:
             restore_inputs(inputs, originals)
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(kernel_fn)",
@@ -167,6 +173,16 @@ def compiled_key(reference: str) -> str:
     import triton
 
     return hashlib.sha256(f"{reference}\0{triton.__version__}".encode()).hexdigest()[:16]
+
+
+def kernel_compiled_key(reference: str, km: KernelModule) -> str:
+    """What kernel_fn's time under torch.compile depends on: the reference's key (the inputs, the case, the GPU,
+    torch, the timing method), Triton, and every Python file of the project (verify/compat.project_digest): a save
+    that changes the kernel measures it again."""
+    from ..verify.compat import project_digest
+
+    parts = [compiled_key(reference), project_digest(str(km.path.parent)), "kernel_fn"]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def function_source(fn: Any) -> str:
