@@ -299,7 +299,6 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
     with watch if watch is not None else _Nothing():
         samples = SeriesStop(config, 2 * replay_ms, n).run(enqueue, read)
         cuda.synchronize()
-    del work, flush_only
     return samples, calls
 
 
