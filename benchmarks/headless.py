@@ -14,6 +14,8 @@ scaffolded: torch.compile and CUDA-graph checks on a GPU, torch.compile as a ben
   uses) in a fresh `python` with a fresh Triton cache.
 - all: every scaffold and template (12 projects) in one `workbench verify`, then again with the checks' passes
   kept (WORKBENCH_PROJECTS_PER_GPU sets how many share the GPU at once: run/factory.verify_lanes_per_gpu).
+- configs: benchmarks/projects/many_configs (a LayerNorm for training whose four kernels autotune over 488
+  configs), one cold `workbench verify`: every config forced in turn and judged.
 - bench: `workbench bench` of the rmsnorm scaffold: cold (nothing kept), then again (the baselines' times and the
   checks' passes kept from the first run: core/project/kept.py), then with --fresh-baselines --fresh-checks.
 
@@ -199,7 +201,7 @@ def main() -> int:
         return driver(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", choices=["small", "all", "bench", "one"], action="append")
+    parser.add_argument("--only", choices=["small", "all", "bench", "one", "configs"], action="append")
     parser.add_argument("--project", default="add", help="the scaffold --only one takes apart (default add)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--all-limit", type=float, default=None, help="cut the 12-project run after this many s")
@@ -255,6 +257,16 @@ def main() -> int:
                 summary[name] = {"wall_s": run["wall_s"], "exit": run["exit"], "projects_finished_at": finished}
                 print(f"all 12 ({name}): verify {run['wall_s']:.1f} s, exit {run['exit']}; projects finished at "
                       + ", ".join(finished))
+        if "configs" in parts:
+            # benchmarks/projects/many_configs: four autotuned kernels, 488 configs, each forced in turn (target <= 30 s)
+            project = work / "many_configs"
+            shutil.copytree(ROOT / "benchmarks" / "projects" / "many_configs", project,
+                            ignore=shutil.ignore_patterns(".workbench"))
+            runs = [timed(["verify", str(project), "--json", "--fresh-checks"], args.out, "verify-many-configs-cold")]
+            summary["configs"] = {r["name"]: {"wall_s": r["wall_s"], "exit": r["exit"], "breakdown": breakdown(r)}
+                                  for r in runs}
+            print("many_configs: " + ", ".join(f"{r['name']} {r['wall_s']:.1f} s (exit {r['exit']})" for r in runs))
+            report(runs)
         if "bench" in parts:
             project = scaffold(work, "rmsnorm")
             runs = [timed(["bench", str(project), "--json", "--no-plot"], args.out, "bench-rmsnorm-cold"),
