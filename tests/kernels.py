@@ -331,3 +331,65 @@ def scale(x):
     scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
     return out
 ''')
+
+# -- forced configs the autotuner's pruning drops (verify/forced_configs.py) --------------------------------------
+
+# Centres each row in one tile, as row kernels of real libraries do: a config whose tile is narrower than the row
+# is wrong for it, and the early prune drops it for that launch (the autotuner never runs it there). Rows wider
+# than 512 go to a second, looping kernel with its own autotuner, which the narrow cases never launch.
+ROW_TILE_PRUNED = HEADER + '''
+WIDE = 512
+
+
+def _whole_rows(configs, named_args, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK"] >= named_args["n_cols"]] or configs[-1:]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128, 512)], key=["n_cols"],
+                 prune_configs_by={"early_config_prune": _whole_rows})
+@triton.jit
+def center_rows_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    tl.store(out_ptr + row * n_cols + cols, (x - mean).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (128, 256)], key=["n_cols"])
+@triton.jit
+def center_wide_rows_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        total += tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+    mean = tl.sum(total, axis=0) / n_cols
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row * n_cols + cols, (x - mean).to(out_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def center_rows(x):
+    rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    kernel = center_wide_rows_kernel if n_cols > WIDE else center_rows_kernel
+    kernel[(rows,)](x, out, n_cols)
+    return out
+
+
+kernel_fn = center_rows
+
+
+def reference_fn(x):
+    return x - x.float().mean(dim=1, keepdim=True).to(x.dtype)
+
+
+def get_inputs(rows=4, cols=50, dtype=torch.float32):
+    return [torch.randn(rows, cols, device="cuda", dtype=dtype)]
+
+
+CASES = [dict(cols=50), dict(cols=100), dict(cols=300), dict(cols=1000)]
+'''

@@ -204,11 +204,15 @@ def test_the_baselines_times_are_kept_across_runs_until_asked_again(cli, make_pr
     second = compiled_row()
     assert second["compiled_reused"] and second["compiled"] == first["compiled"]
     assert second["reference_reused"] and second["reference"] == first["reference"]
+    # kernel_fn under torch.compile (the compiled context's column): kept the same way, Dynamo not imported for it
+    assert first["kernel_compiled_key"] and not first["kernel_compiled_reused"], first["kernel_compiled_note"]
+    assert second["kernel_compiled_reused"] and second["kernel_compiled"] == first["kernel_compiled"]
     assert any("torch.compile: its time from a run at" in note for note in second["notes"])
     assert any("reference_fn: its time from a run at" in note for note in second["notes"])
     third = compiled_row("--fresh-baselines")
     assert not third["compiled_reused"] and third["compiled_key"] == first["compiled_key"]
     assert not third["reference_reused"] and third["reference_key"] == first["reference_key"]
+    assert not third["kernel_compiled_reused"] and third["kernel_compiled_key"] == first["kernel_compiled_key"]
 
 
 # Not autotuned: Triton's autotuner times configs with torch.cuda.Event.elapsed_time, which the rebinding

@@ -301,3 +301,44 @@ def test_under_a_launcher_the_run_ends_when_the_launcher_is_done(make_project, t
         runner.close()
     assert outcome.exit_code == 0
     assert report.read_text().strip() == "written"
+
+
+def test_forced_configs_are_the_ones_the_autotuners_pruning_keeps_for_each_case(cli, make_project):
+    """A config the early prune drops for a case's launch (a tile narrower than the row: wrong there) is not
+    forced on that case, and a tuner the case never launches forces nothing on it; each case says so."""
+    code, rec = verify_json(cli, make_project(kernels.ROW_TILE_PRUNED))
+    assert code == 0, failing(rec)
+    forced = {}
+    for c in rec["cases"]:
+        if c["config"]:
+            forced.setdefault(c["case_index"], []).append(c["config"].split(",")[0])  # the tile, not the warps
+    assert forced == {
+        0: [f"center_rows_kernel: BLOCK={b}" for b in (64, 128, 512)],  # 50 columns: every tile holds a row
+        1: [f"center_rows_kernel: BLOCK={b}" for b in (128, 512)],
+        2: ["center_rows_kernel: BLOCK=512"],
+        3: [f"center_wide_rows_kernel: BLOCK={b}" for b in (128, 256)],  # the wide rows' kernel alone
+    }
+    notes = {c["case_index"]: c["notes"] for c in rec["cases"] if not c["config"] and not c["generated"]}
+    assert not any(n.startswith("configs not forced") for n in notes[0] if "center_rows_kernel" in n)
+    assert any("1 of center_rows_kernel's 3" in n and "prune_configs_by" in n for n in notes[1]), notes[1]
+    assert any("2 of center_rows_kernel's 3" in n for n in notes[2]), notes[2]
+    assert any("does not launch center_wide_rows_kernel" in n for n in notes[0]), notes[0]
+    assert any("does not launch center_rows_kernel" in n for n in notes[3]), notes[3]
+    code, out, _ = cli("verify", make_project(kernels.ROW_TILE_PRUNED, name="again"))
+    assert "each on the cases its tuner's pruning keeps it for" in out, out
+
+
+def test_a_pinned_config_is_found_by_its_description(cli, make_project):
+    """The app pins a config as described: that config alone runs, whatever its place in the tuner's list."""
+    from workbench.core.project.config import VerifyConfig
+    from workbench.core.project.contract import describe_config, find_autotuners, load_kernel
+    from workbench.core.verify.battery import Verifier
+
+    del cli
+    project = make_project(kernels.ROW_TILE_PRUNED)
+    km = load_kernel(project / "kernel.py", "pinned_kernel")
+    second = describe_config(find_autotuners(km.module)["center_rows_kernel"].configs[1])  # "BLOCK=128, num_warps=..."
+    verifier = Verifier(km, VerifyConfig(), lambda event: None, True, pins={"center_rows_kernel": second,
+                                                                            "center_wide_rows_kernel": 1})
+    assert [c.kwargs["BLOCK"] for c in verifier.autotuners["center_rows_kernel"].configs] == [128]
+    assert [c.kwargs["BLOCK"] for c in verifier.autotuners["center_wide_rows_kernel"].configs] == [256]

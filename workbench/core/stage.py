@@ -90,7 +90,7 @@ class Job:
     config: dict[str, Any] = field(default_factory=dict)  # ProjectConfig.to_dict()
     case_indices: list[int] | None = None  # None: every case the stages use
     cache_dir: str = ""
-    pins: dict[str, int] = field(default_factory=dict)  # autotuned kernel -> forced config index
+    pins: dict[str, int | str] = field(default_factory=dict)  # kernel -> forced config (as described, or its index)
     live: bool = False  # the live loop's run: its shorter timing series, no compatibility checks
     reference_timings: dict[str, Any] = field(default_factory=dict)  # baselines.reference_key -> earlier Timing (live)
     # Baselines timed by earlier runs (project/kept.py): baselines.compiled_key -> torch.compile(reference_fn)'s,

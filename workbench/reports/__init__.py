@@ -13,6 +13,7 @@ from ..core.events import (
 )
 from ..core.run.session import RunOutcome
 from ..core.verify.compared import describe_compared
+from ..core.verify.forced_configs import NOT_FORCED
 from ..core.text import (
     MISSING,
     fmt_err,
@@ -90,7 +91,10 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
             ok = sum(r.status == "passed" for r in forced)
             skipped = sum(r.status == "skipped" for r in forced)
             configs = len({r.config for r in forced})
-            lines.append(f"  autotune: {configs} configs forced in turn on every case: {ok} of {len(forced) - skipped} "
+            pruned = any(n.startswith(NOT_FORCED) for r in rows if not r.config for n in r.notes)
+            where = "each on the cases its tuner's pruning keeps it for (-v says which)" \
+                if pruned else "on every case"
+            lines.append(f"  autotune: {configs} configs forced in turn {where}: {ok} of {len(forced) - skipped} "
                          "passed" + (f", {skipped} skipped (see the notes)" if skipped else ""))
         compared = describe_compared([e for r in rows if not r.config for e in r.compared])
         if compared:

@@ -59,7 +59,7 @@ class LiveEvents:
 
     def submit(self, reason: str, stages: tuple[str, ...] | None = None, save: Save | None = None) -> int:
         request = RunRequest(stages=stages or self.session.stages, reason=reason,
-                             pins=tuple(sorted(self.session.pins.items())), save=save)
+                             pins=tuple(sorted(self.session.pin_labels.items())), save=save)
         overtaken = self.session.latest
         run_id = self.loop.submit(request)
         if overtaken is not None and overtaken.finished is None:  # the loop kills it: never shown, said so

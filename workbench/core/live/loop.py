@@ -35,7 +35,7 @@ from .watch import Save
 class RunRequest:
     stages: tuple[str, ...] = ("verify",)
     reason: str = "save"  # start | save | rerun | verify only
-    pins: tuple[tuple[str, int], ...] = ()  # (autotuned kernel name, config index)
+    pins: tuple[tuple[str, int | str], ...] = ()  # (autotuned kernel name, the config as described or its index)
     save: Save | None = None
     requested_at: float = field(default_factory=time.time)
 

@@ -195,7 +195,7 @@ class RunSpec:
 
     stages: tuple[str, ...]
     case_indices: list[int] | None = None
-    pins: dict[str, int] = field(default_factory=dict)
+    pins: dict[str, int | str] = field(default_factory=dict)
     live: bool = False
     timeout_s: float | None = None
     reference_timings: dict[str, Any] = field(default_factory=dict)

@@ -25,6 +25,7 @@ from .checks import UNITS, CaseCalls, Unit
 from .compat import KeptFindings, import_torch_compile_in_background, torch_compile_to_run
 from .edge_cases import first_case_per_dtype
 from .failures import not_runnable_note
+from .forced_configs import autotuner_launches, configs_to_force, not_forced_note
 from .gradients import for_training
 from .handoff import CaseData
 from .judge import Judge
@@ -37,7 +38,7 @@ from .tensors import Outputs, clone_inputs, flatten_outputs, owned, restore_inpu
 
 class Verifier(KernelCalls):
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool,
-                 pins: dict[str, int] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
+                 pins: dict[str, int | str] | None = None, judge: Callable[[CaseData], CaseResult] | None = None,
                  live: bool = False, kept_findings: dict[str, Any] | None = None,
                  plugin_checks: list[dict[str, str]] | None = None):
         super().__init__(km, config, emit, interpret)
@@ -55,10 +56,14 @@ class Verifier(KernelCalls):
         self.autotuners = find_autotuners(km.module)
         self.dot_may_use_tf32 = dot_may_use_tf32(km)
         self.pins = pins or {}
-        for name, index in self.pins.items():
+        for name, pin in self.pins.items():
             tuner = self.autotuners.get(name)
-            if tuner is not None and 0 <= index < len(tuner.configs):
-                tuner.configs = [tuner.configs[index]]
+            if tuner is None:
+                continue
+            if isinstance(pin, str):  # the config as described ("BLOCK_SIZE=1024, num_warps=4"): what the app pins
+                tuner.configs = [c for c in tuner.configs if describe_config(c) == pin][:1] or tuner.configs
+            elif 0 <= pin < len(tuner.configs):  # its index among the tuner's configs
+                tuner.configs = [tuner.configs[pin]]
 
     def _called(self, calls: CaseCalls, call: str, outputs: Outputs | None) -> None:
         for unit in self.units:
@@ -107,7 +112,8 @@ class Verifier(KernelCalls):
         data.before = tensors_only(originals)
         LaunchCounter.reset()
         try:
-            first = flatten_outputs(self._call_kernel(inputs, "nan", case, "", guards=calls.guards))
+            with autotuner_launches() as launched:  # which configs each tuner keeps here: the ones forced below
+                first = flatten_outputs(self._call_kernel(inputs, "nan", case, "", guards=calls.guards))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -125,7 +131,9 @@ class Verifier(KernelCalls):
         restore_inputs(inputs, originals)
         LaunchCounter.reset()
         try:
-            second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, "", calls.recorder, calls.guards))
+            with autotuner_launches() as launched_again:  # a kernel_fn that caches its result launches once
+                second = flatten_outputs(self._call_kernel(inputs, "sentinel", case, "", calls.recorder,
+                                                           calls.guards))
         except (RunAborted, ContextPoisoned):
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -137,13 +145,31 @@ class Verifier(KernelCalls):
         second = owned(second)
         data.first, data.second, data.names = first.tensors, second.tensors, first.names
         data.mutation_hints = autotune_mutation_hints(self.autotuners)
+        forced = {} if case.generated else self._configs_to_force(launched + launched_again, data)
+        del launched, launched_again  # the calls' arguments
         for unit in self.units:
             unit.finish(calls)
         data.duration_s = time.perf_counter() - start
         results = [self.deliver(data)]
-        if not case.generated:
-            results += self._verify_each_config(calls, reference.outputs)
+        if forced:
+            results += self._verify_each_config(calls, reference.outputs, forced)
         return results
+
+    def _configs_to_force(self, launched: list, data: CaseData) -> dict[str, list[Any]]:
+        """Each tuner's configs to force on this case: those its pruning keeps for the case's launches
+        (verify/forced_configs.py); the case notes the ones it drops."""
+        forced = {}
+        for name, tuner in self.autotuners.items():
+            if len(tuner.configs) < 2:
+                continue  # one config (or a pinned one): the case's own run was it
+            configs = configs_to_force(tuner, launched)
+            if configs is None:
+                configs = list(tuner.configs)
+            elif len(configs) < len(tuner.configs):
+                data.notes.append(not_forced_note(name, len(tuner.configs), len(configs)))
+            if configs:
+                forced[name] = configs
+        return forced
 
     def large_index_case(self, case: Case) -> list[CaseResult]:
         """A case scaled past 2^31 elements (verify/large_index.py): one call, judged on a sample; skipped, with
@@ -206,16 +232,16 @@ class Verifier(KernelCalls):
         finally:
             self.km = training
 
-    def _verify_each_config(self, tuned: CaseCalls, ref: Outputs) -> list[CaseResult]:
-        """Force every config of every autotuned kernel in turn; the tuner's own pick ran above (`tuned`)."""
+    def _verify_each_config(self, tuned: CaseCalls, ref: Outputs, forced: dict[str, list[Any]]) -> list[CaseResult]:
+        """Force each config the case's launches keep (`forced`, by tuner) in turn; the tuner's own pick ran above
+        (`tuned`)."""
         case, inputs, originals = tuned.case, tuned.inputs, tuned.originals
         results = []
-        for name, tuner in self.autotuners.items():
+        for name, to_force in forced.items():
+            tuner = self.autotuners[name]
             configs = list(tuner.configs)
-            if len(configs) < 2:
-                continue
             try:
-                for config in configs:
+                for config in to_force:
                     label = f"{name}: {describe_config(config)}"
                     tuner.configs = [config]
                     tuner.cache.clear()
@@ -285,7 +311,7 @@ def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
 
 
 def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, emit: Emit, interpret: bool,
-                     pins: dict[str, int] | None = None,
+                     pins: dict[str, int | str] | None = None,
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
                      order: Iterable[Case] | None = None, among: list[Case] | None = None,
                      forward_first: KernelModule | None = None, kept_findings: dict[str, Any] | None = None,
