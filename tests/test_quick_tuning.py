@@ -74,3 +74,40 @@ def test_on_a_gpu_each_config_runs_a_few_times_and_the_pick_is_one_of_them():
     assert len(RUNS) == 2 * (1 + VERIFY_TIMED_RUNS) + 1
     timings = double_kernel.configs_timings
     assert all(0 < t[0] < float("inf") for t in timings.values())
+
+
+def test_a_generated_case_takes_the_first_config_untimed_and_leaves_the_cases_tunings_alone():
+    """A generated case forces no config: its tuners pick their first config after pruning without timing any,
+    from a cache of their own; the tunings and the timer of the cases around it are put back after."""
+    tuner = double_kernel
+    with verification_timer({"double_kernel": tuner}, interpret=False):
+        tuner.cache[(10_000, "torch.float32")] = tuner.configs[1]  # what an earlier case tuned for this key
+        with quick_tuning.first_config_untimed({"double_kernel": tuner}):
+            assert tuner.__dict__["do_bench"] is quick_tuning._no_timer and tuner.cache == {}
+            timings = {config: tuner.do_bench(lambda: pytest.fail("nothing is timed"), quantiles=(0.5, 0.2, 0.8))
+                       for config in tuner.configs}
+            assert min(timings, key=timings.get) is tuner.configs[0]  # Triton's pick among equal times: the first
+            tuner.cache[(5, "torch.float32")] = tuner.configs[0]
+        assert tuner.__dict__["do_bench"] is quick_tuning._few_runs
+        assert tuner.cache == {(10_000, "torch.float32"): tuner.configs[1]}
+    assert "do_bench" not in tuner.__dict__
+
+
+def test_recording_a_generated_case_compiles_only_the_first_config_its_pruning_keeps(monkeypatch):
+    from triton.runtime.autotuner import Autotuner
+
+    from workbench.core.timing import compiled
+
+    compiled_configs = []
+
+    def run(self, *args, **kwargs):
+        compiled_configs.append(kwargs["BLOCK"])
+
+    monkeypatch.setattr(double_kernel.fn, "run", run.__get__(double_kernel.fn))
+    monkeypatch.setattr(Autotuner, "prune_configs", lambda self, kwargs: self.configs[::-1])
+    x = torch.empty(100)
+    for first_only in (False, True):
+        compiled_configs.clear()
+        with compiled.compile_only(first_config_only=first_only):
+            double_kernel[(1,)](x, x, 100)
+        assert compiled_configs == ([128] if first_only else [128, 64])

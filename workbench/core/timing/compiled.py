@@ -40,8 +40,9 @@ Compiled = Callable[[Any, Any, Any, "BaseException | None"], None]  # (launched 
 
 
 @contextlib.contextmanager
-def compile_only(on_compiled: Compiled | None = None) -> Iterator[None]:
-    """Within: launching a Triton kernel compiles it (every autotune config) and runs nothing.
+def compile_only(on_compiled: Compiled | None = None, first_config_only: bool = False) -> Iterator[None]:
+    """Within: launching a Triton kernel compiles it (every autotune config its pruning keeps; `first_config_only`:
+    the first of them, the one an untimed pick takes: verify/quick_tuning.py) and runs nothing.
 
     `on_compiled(launched, config, kernel, error)` hears each compile: the object launched (a JIT function,
     heuristics or the autotuner), the autotune config (None for a plain launch), the compiled kernel, or
@@ -61,7 +62,8 @@ def compile_only(on_compiled: Compiled | None = None) -> Iterator[None]:
         kwargs["warmup"] = True
         self.nargs = dict(zip(self.arg_names, args))
         try:
-            for config in self.prune_configs(kwargs):
+            configs = self.prune_configs(kwargs)
+            for config in configs[:1] if first_config_only else configs:
                 try:
                     kernel = self.fn.run(*args, **{**kwargs, **config.all_kwargs()})
                 except Exception as exc:  # noqa: BLE001 - a config that cannot compile: reported, not raised

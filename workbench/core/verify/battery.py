@@ -9,6 +9,7 @@ Each check gathers its own evidence through the hooks called here (verify/checks
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import replace
 from typing import Any, Callable, Iterable
@@ -32,7 +33,7 @@ from .judge import Judge
 from .large_index import free_device_memory, is_large_index, taking_turns
 from .large_index import plan as plan_large_index
 from .launches import LaunchCounter
-from .quick_tuning import verification_timer
+from .quick_tuning import first_config_untimed, verification_timer
 from .tensors import Outputs, clone_inputs, flatten_outputs, owned, restore_inputs, tensors_only
 
 
@@ -95,7 +96,8 @@ class Verifier(KernelCalls):
             return [self.deliver(data)]
         calls = CaseCalls(self, case, data, inputs)
         try:
-            return self._verify_case(calls, start)
+            with first_config_untimed(self.autotuners) if case.generated else contextlib.nullcontext():
+                return self._verify_case(calls, start)
         finally:
             for unit in self.units:
                 unit.close(calls)
@@ -218,7 +220,8 @@ class Verifier(KernelCalls):
             data.before = tensors_only(clone_inputs(inputs))
             LaunchCounter.reset()
             try:
-                out = owned(flatten_outputs(self._call_kernel(inputs, "nan", case, "")))
+                with first_config_untimed(self.autotuners) if case.generated else contextlib.nullcontext():
+                    out = owned(flatten_outputs(self._call_kernel(inputs, "nan", case, "")))
             except (RunAborted, ContextPoisoned):
                 raise
             except BaseException as exc:  # noqa: BLE001

@@ -6,6 +6,13 @@ timer (do_bench: 25 ms of warm-up and 100 ms of runs per config) spent ~0.6 s pe
 elementwise kernel: most of a `workbench verify` of one. The benchmark tunes with Triton's timer
 (timing/autotune.py records it); nothing tuned here is kept for it.
 
+A generated case (an edge shape, a value stress, a large index: verify/edge_cases.py) forces no config, so its
+tuners take their first config after pruning without timing any (`first_config_untimed`), and the compile
+processes compile that one alone for it (run/child/compile_pool.py): each new shape would otherwise compile every
+config the pruning keeps for it just to pick one (a LayerNorm whose four kernels list 488 configs: some 2000
+compiles for its eight edge shapes, most of a three-minute cold verify on an H200). Each config is still verified,
+forced on the cases it is declared for.
+
 These few runs time with torch.cuda.Event as kernel.py finds it: a kernel.py that fakes its time makes the
 configs tie and the tuner keep its first, which verification then judges like every other (three runs each,
 whatever the fake says: nothing here is sized by a measurement). The benchmark's tuning cannot be faked so
@@ -68,3 +75,24 @@ def verification_timer(autotuners: dict[str, Any], interpret: bool) -> Iterator[
             if cache_results is not None:
                 tuner.cache_results = cache_results
             tuner.cache.clear()  # the picks made on a quick measurement go with it
+
+
+@contextlib.contextmanager
+def first_config_untimed(autotuners: dict[str, Any]) -> Iterator[None]:
+    """Within (a generated case): each tuner picks its first config after pruning, timing none, from a tuning
+    cache of its own (a key an earlier case tuned must not hand it another config, which nothing compiled for
+    this case). Put back on exit: the cases' own tunings and timer."""
+    saved = []
+    for tuner in autotuners.values():
+        saved.append((tuner, "do_bench" in tuner.__dict__, tuner.__dict__.get("do_bench"), tuner.cache))
+        tuner.__dict__["do_bench"] = _no_timer
+        tuner.cache = {}
+    try:
+        yield
+    finally:
+        for tuner, had, do_bench, cache in saved:
+            if had:
+                tuner.__dict__["do_bench"] = do_bench
+            else:
+                tuner.__dict__.pop("do_bench", None)
+            tuner.cache = cache

@@ -71,9 +71,9 @@ class Specialisation:
 
 
 @contextlib.contextmanager
-def recording(sink: Callable[[Specialisation], None]) -> Iterator[None]:
-    """Within: a launch of a Triton kernel (each config of an autotuner) passes its specialisation
-    to `sink` and neither compiles nor runs anything."""
+def recording(sink: Callable[[Specialisation], None], first_config_only: bool = False) -> Iterator[None]:
+    """Within: a launch of a Triton kernel (each config of an autotuner its pruning keeps, or the first of them)
+    passes its specialisation to `sink` and neither compiles nor runs anything."""
     from triton import knobs
 
     def hook(**kwargs: Any) -> bool:
@@ -84,17 +84,19 @@ def recording(sink: Callable[[Specialisation], None]) -> Iterator[None]:
     saved = knobs.runtime.jit_cache_hook
     knobs.runtime.jit_cache_hook = hook
     try:
-        with compile_only():
+        with compile_only(first_config_only=first_config_only):
             yield
     finally:
         knobs.runtime.jit_cache_hook = saved
 
 
-def record(kernel_fn: Callable[..., Any], inputs: Callable[[], list[Any]]) -> list[Specialisation]:
-    """The specialisations one call of `kernel_fn(*inputs())` launches (none when it fails)."""
+def record(kernel_fn: Callable[..., Any], inputs: Callable[[], list[Any]],
+           first_config_only: bool = False) -> list[Specialisation]:
+    """The specialisations one call of `kernel_fn(*inputs())` launches (none when it fails). `first_config_only`:
+    an autotuner's first config its pruning keeps, not each (a generated case: verify/quick_tuning.py)."""
     found: list[Specialisation] = []
     try:
-        with recording(found.append):
+        with recording(found.append, first_config_only):
             kernel_fn(*inputs())
     except Exception:  # noqa: BLE001 - the case meets it again when it runs, and reports it
         pass
@@ -228,7 +230,9 @@ class CompilePool:
         specs = []
         for case in cases:
             announce(case)
-            specs.append(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
+            # A generated case forces no config: its tuners take their first config untimed, and only it compiles.
+            specs.append(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params),
+                                first_config_only=case.generated))
             self.submit(specs[-1])
         for case in later:
             announce(case)
