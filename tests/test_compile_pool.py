@@ -68,6 +68,24 @@ def broken_fn(x, y):
     return x
 
 
+class _Scale(torch.autograd.Function):  # a training kernel: its backward launches a kernel of its own
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        tuned_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = torch.empty_like(grad)
+        add_kernel[(triton.cdiv(grad.numel(), 256),)](grad, grad, dx, grad.numel(), BLOCK=256)
+        return dx
+
+
+def train_fn(x, y):
+    return _Scale.apply(x)
+
+
 def reference_fn(x, y):
     return x + y
 
@@ -102,6 +120,11 @@ specs = {
     "tuned": compile_pool.record(m.tuned_fn, lambda: m.get_inputs(1000)),
     "broken": compile_pool.record(m.broken_fn, lambda: m.get_inputs(16)),
 }
+# A training kernel as verification calls it (verify/gradients.with_gradients: the forward, then its backward
+# through autograd), each launch recorded, nothing run: the backward's kernels are recorded too.
+from workbench.core.verify.gradients import with_gradients
+trained = with_gradients(m.train_fn, [0], ["x", "y"], is_kernel=True, require_triton=True)
+report["training"] = [len(compile_pool.record(fn, lambda: m.get_inputs(1000))) for fn in (m.train_fn, trained)]
 report["recorded"] = {k: len(v) for k, v in specs.items()}
 report["same specialisation"] = specs["add"] == specs["add again"]
 report["nothing compiled here"] = not os.listdir(os.environ["TRITON_CACHE_DIR"])
@@ -152,6 +175,9 @@ def test_specialisations_are_recorded_then_compiled_once_each_by_compile_process
     # One launch, one specialisation; an autotuner's every config; nothing compiled while recording.
     assert report["recorded"] == {"add": 1, "add again": 1, "add aligned": 1, "tuned": 2, "broken": 1}
     assert report["same specialisation"] and report["nothing compiled here"]
+    # Forward alone: the autotuner's two configs; with its gradients: the backward's kernel too (the worker
+    # records a training kernel as it verifies it: with its backward).
+    assert report["training"] == [2, 3]
     summary = report["summary"]
     # "add again" is "add": 5 distinct specialisations, each compiled once; the broken one fails there.
     assert summary["specialisations"] == 5 and summary["compiled"] == 4 and summary["failed"] == 1

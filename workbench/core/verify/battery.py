@@ -366,13 +366,14 @@ def verify_stage(context: JobContext) -> None:
                                      "default): give at least one"))
         raise RunAborted()
     cases = shard_of(selected, context.job.shard)
+    verify = context.config.verify
+    km = for_training(context.km, verify.backward, verify.require_triton)  # a training kernel: with its gradients
     order = None
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
         later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
-        order = context.compiles.ahead(context.km, cases, later, lambda case: context.emit(
-            StageChanged(stage=RECORDING, detail=case.label, case_index=case.index)))
-    verify = context.config.verify
-    km = for_training(context.km, verify.backward, verify.require_triton)  # a training kernel: with its gradients
+        # Recorded as verified (a training kernel's backward too), the benchmark's cases as the module is written.
+        order = context.compiles.ahead(km, cases, later, lambda case: context.emit(
+            StageChanged(stage=RECORDING, detail=case.label, case_index=case.index)), later_km=context.km)
     live_training = context.job.live and km is not context.km
     run_verification(km, cases, verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,

@@ -220,10 +220,12 @@ class CompilePool:
             yield item
 
     def ahead(self, km: Any, cases: list[Any], later: list[Any],
-              announce: Callable[[Any], None] = lambda case: None) -> Iterator[Any]:
-        """Record what `cases` (then `later`, a benchmark's) compile, hand it all out, and return `cases`
-        in the order they become ready to run. `announce(case)` before each case's launcher runs: a hang or a
-        crash in it is that case's (stage.RECORDING)."""
+              announce: Callable[[Any], None] = lambda case: None, later_km: Any = None) -> Iterator[Any]:
+        """Record what `cases` (then `later`, a benchmark's, through `later_km` when given) compile, hand it all
+        out, and return `cases` in the order they become ready to run. `km`: the module as verification calls it
+        (a training kernel's kernel_fn with its backward: verify/gradients.for_training, so the backward's kernels
+        compile here too). `announce(case)` before each case's launcher runs: a hang or a crash in it is that
+        case's (stage.RECORDING)."""
         import torch
 
         started = time.perf_counter()
@@ -234,9 +236,10 @@ class CompilePool:
             specs.append(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params),
                                 first_config_only=case.generated))
             self.submit(specs[-1])
+        later_km = later_km or km
         for case in later:
             announce(case)
-            self.submit(record(km.kernel_fn, lambda case=case: km.get_inputs(**case.params)))
+            self.submit(record(later_km.kernel_fn, lambda case=case: later_km.get_inputs(**case.params)))
         torch.cuda.empty_cache()  # the recorded cases' inputs (a benchmark's can be large): once, not per case
         self.recorded_s = time.perf_counter() - started
         return self.in_compiled_order(cases, specs)
