@@ -9,8 +9,8 @@ elementwise kernel: most of a `workbench verify` of one. The benchmark tunes wit
 A generated case (an edge shape, a value stress, a large index: verify/edge_cases.py) forces no config, so its
 tuners take their first config after pruning without timing any (`first_config_untimed`), and the compile
 processes compile that one alone for it (run/child/compile_pool.py): each new shape would otherwise compile every
-config the pruning keeps for it just to pick one (a LayerNorm whose four kernels list 488 configs: some 2000
-compiles for its eight edge shapes, most of a three-minute cold verify on an H200). Each config is still verified,
+config the pruning keeps for it just to pick one (a LayerNorm whose four kernels list 488 configs: over a
+thousand compiles for its eight edge shapes, most of a three-minute cold verify on an H200). Each config is still verified,
 forced on the cases it is declared for.
 
 These few runs time with torch.cuda.Event as kernel.py finds it: a kernel.py that fakes its time makes the
