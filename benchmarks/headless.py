@@ -15,7 +15,7 @@ scaffolded: torch.compile and CUDA-graph checks on a GPU, torch.compile as a ben
 - all: every scaffold and template (12 projects) in one `workbench verify`, then again with the checks' passes
   kept (WORKBENCH_PROJECTS_PER_GPU sets how many share the GPU at once: run/factory.verify_lanes_per_gpu).
 - configs: benchmarks/projects/many_configs (a LayerNorm for training whose four kernels autotune over 488
-  configs), one cold `workbench verify`: every config forced in turn and judged.
+  configs), one cold `workbench verify`: every config the pruning keeps for a case forced on it in turn and judged.
 - bench: `workbench bench` of the rmsnorm scaffold: cold (nothing kept), then again (the baselines' times and the
   checks' passes kept from the first run: core/project/kept.py), then with --fresh-baselines --fresh-checks.
 
