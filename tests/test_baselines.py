@@ -177,3 +177,64 @@ def test_kernel_fns_time_under_torch_compile_is_kept_until_a_project_file_change
     changed = run()
     assert compiles == ["torch.compile(kernel_fn)"] * 2 and not changed.kernel_compiled_reused
     assert changed.kernel_compiled_key != first.kernel_compiled_key
+
+
+def test_a_scalar_that_reaches_the_kernel_as_fp64_under_torch_compile_is_said_beside_its_time(monkeypatch, tmp_path):
+    """The bench compiles kernel_fn under torch.compile to time it: the kernels Inductor compiled then, against
+    their eager compiles in the project's Triton cache, say why the two times differ; kept with the time."""
+    import torch
+
+    from workbench.core.events import BenchResult
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.project.contract import Case
+    from workbench.core.project.folder import Project
+    from workbench.core.stage import Phases
+    from workbench.core.timing import baselines as module
+    from workbench.reports.bench import kernel_compiled_lines
+
+    cache = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    signature = ('module {{\n  tt.func public @norm_kernel(%x_ptr: !tt.ptr<f32> loc("x_ptr"(#loc)), %eps: {} '
+                 'loc("eps"(#loc))) {{\n    tt.return\n  }}\n}}\n')
+
+    def cache_entry(name, eps_type, fp64_adds):
+        (cache / name).mkdir(parents=True)
+        (cache / name / "norm_kernel.ttir").write_text(signature.format(eps_type))
+        (cache / name / "norm_kernel.ptx").write_text("\n".join(["\tadd.rn.f64 \t%fd3, %fd1, %fd2;"] * fp64_adds))
+
+    cache_entry("eager", "f32", 0)  # verification's calls compiled it as called eagerly
+
+    def compile_under_inductor(fn, inputs, wrap=None, what=""):
+        if not (cache / "inductor").exists():
+            cache_entry("inductor", "f64", 6)
+        return fn, ""
+
+    monkeypatch.setattr(module, "compile_reference", compile_under_inductor)
+    monkeypatch.setattr(module, "measure", lambda fn, config, flusher, watch, what, footprint: SimpleNamespace(
+        timing=timing(0.25), notes=[]))
+    monkeypatch.setattr(module, "peak_memory", lambda fn: 0)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "kernel.py").write_text("# the project\n")
+    project = Project.open(tmp_path / "project")
+    km = SimpleNamespace(reference_fn=lambda x: x, kernel_fn=lambda x: x, get_inputs=lambda: [],
+                         path=tmp_path / "project" / "kernel.py")
+
+    def run():
+        context = SimpleNamespace(km=km, config=SimpleNamespace(bench=BenchConfig()), emit=lambda event: None,
+                                  job=SimpleNamespace(live=False, reference_timings={},
+                                                      kept_baselines=baselines.load_baselines(project)))
+        result = BenchResult(case_index=0, label="n=4", kernel=timing(0.2), reference_key="r")
+        module.Baselines(context, "a GPU", None, None).time_kernel_compiled(
+            result, Case(index=0, params={}), [torch.ones(4)], None, Phases(), None)
+        baselines.remember_baselines(project, [result])
+        return result
+
+    first = run()
+    (note,) = first.kernel_compiled_scalars
+    assert "`norm_kernel` receives `eps` as f64 (eagerly f32)" in note and "eps = eps.to(tl.float32)" in note
+    again = run()  # kept: no compile, the note with the time
+    assert again.kernel_compiled_reused and again.kernel_compiled_scalars == [note]
+    lines = kernel_compiled_lines([first, BenchResult(case_index=1, label="n=8", kernel=timing(0.2),
+                                                      kernel_compiled=timing(0.25), kernel_compiled_scalars=[note])])
+    assert lines[0].startswith("  kernel_fn under torch.compile, case 0: 250 µs") and "(1.25x the eager" in lines[0]
+    assert lines[1] == f"    why: {note}" and len(lines) == 3  # said once, at the first case it slows

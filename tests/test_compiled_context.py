@@ -151,3 +151,32 @@ async def test_the_benchmark_tab_says_kernel_fns_time_under_torch_compile(tmp_pa
         await pilot.pause()
         notes = text_of(app.query_one("#bench-notes"))
         assert "kernel_fn under torch.compile, case 4: 149 µs" in notes and "1.15x the eager call's 129 µs" in notes
+
+
+def test_compiles_that_are_not_new_are_told_apart_by_their_fp64_scalar(tmp_path):
+    """An earlier compile under torch.compile (the check's, then the benchmark's own hits the cache): the entries
+    with an fp64 scalar are torch.compile's, since an eager launch passes a Python float as fp32."""
+    entry(tmp_path, "eager", EAGER, fp64_lines=0)
+    entry(tmp_path, "compiled", COMPILED, fp64_lines=4)
+    from workbench.core.verify.compiled_context import scalars_as_fp64
+
+    (note,) = scalars_as_fp64(kernels_in(tmp_path))
+    assert "`norm_kernel` receives `eps` as f64 (eagerly f32)" in note
+    (tmp_path / "compiled" / "norm_kernel.ttir").write_text(EAGER)  # no fp64 scalar anywhere: nothing to say
+    assert scalars_as_fp64(kernels_in(tmp_path)) == []
+
+
+@pytest.mark.gpu
+def test_bench_says_why_kernel_fn_is_slower_under_torch_compile(cli, make_project):
+    """The fixture passes `eps` as a Python float: the bench's torch.compile(kernel_fn) line says it reached the
+    kernel as fp64, whether the torch.compile check compiled it first in the run or not."""
+    source = EPS_AS_PYTHON_FLOAT.format(cast="")
+    assert 'CASES = [{"n": 4096}, {"n": 1000}]' in source
+    project = make_project(source.replace('CASES = [{"n": 4096}, {"n": 1000}]',
+                                          'CASES = [{"n": 4096}, {"n": 1 << 24, "purpose": "bench"}]'),
+                           toml="[bench]\ncompare_torch_compile = true\n")
+    for extra in ((), ("--fresh-checks", "--fresh-baselines")):
+        code, out, err = cli("bench", project, "--no-plot", *extra)
+        assert code == 0, out + err
+        assert "kernel_fn under torch.compile, case 1:" in out, out
+        assert "receives `eps` as f64 (eagerly f32)" in out.split("kernel_fn under torch.compile, case 1:")[1], out

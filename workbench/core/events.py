@@ -229,6 +229,9 @@ class BenchResult(Event):
     # verify/compiled_context.py), timed by the same timer; its output judged by verification's torch.compile check
     kernel_compiled: Timing | None = None
     kernel_compiled_note: str = ""  # why it has no time, when it has none
+    # what its compile for that timing changed in the kernel's launches (compiled_context.changed_scalars: a scalar
+    # that reached the kernel as fp64), kept with its time
+    kernel_compiled_scalars: list[str] = field(default_factory=list)
     bytes_moved: int | None = None
     bytes_source: str = ""  # "bytes_moved()" or "lower bound: inputs read once + outputs written once"
     flops: int | None = None

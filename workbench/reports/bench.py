@@ -167,7 +167,8 @@ def method_lines(results: list[BenchResult]) -> list[str]:
 
 def kernel_compiled_lines(results: list[BenchResult]) -> list[str]:
     """kernel_fn under torch.compile beside its eager time, per case (the launches Inductor makes of the kernel)."""
-    lines = []
+    lines: list[str] = []
+    told: set[str] = set()  # a changed scalar is said once, at the first case it slows
     for r in results:
         if r.kernel_compiled is not None and r.kernel is not None:
             ratio = r.kernel_compiled.median_ms / r.kernel.median_ms if r.kernel.median_ms else None
@@ -175,6 +176,10 @@ def kernel_compiled_lines(results: list[BenchResult]) -> list[str]:
             kept = " [kept from an earlier run of the same project files]" if r.kernel_compiled_reused else ""
             lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {fmt_timing(r.kernel_compiled)}{said}"
                          f"{kept}")
+            for note in r.kernel_compiled_scalars:
+                if note not in told:
+                    told.add(note)
+                    lines.append(f"    {'why' if ratio and ratio > 1.02 else 'beside it'}: {note}")
         elif r.kernel_compiled_note:
             lines.append(f"  kernel_fn under torch.compile, case {r.case_index}: {r.kernel_compiled_note}")
     return lines

@@ -69,7 +69,7 @@ def remember_baselines(project: Project, results: Iterable[Any]) -> None:
     fresh.update({r.reference_key: {"timing": _plain(r.reference), "measured_at": now, "of": "reference_fn"}
                   for r in results if r.reference_key and r.reference is not None and not r.reference_reused})
     fresh.update({r.kernel_compiled_key: {"timing": _plain(r.kernel_compiled), "measured_at": now,
-                                          "of": "torch.compile(kernel_fn)"}
+                                          "of": "torch.compile(kernel_fn)", "scalars": list(r.kernel_compiled_scalars)}
                   for r in results if r.kernel_compiled_key and r.kernel_compiled is not None
                   and not r.kernel_compiled_reused})
     _write_newest(project, BASELINES_FILE, {**load_baselines(project), **fresh}, "measured_at", bool(fresh))

@@ -19,6 +19,7 @@ from ..events import BenchResult, StageChanged, Timing
 from ..project.contract import Case, KernelModule, first_line
 from ..project.kept import kept_since
 from ..stage import Phases, is_cuda_fatal
+from ..verify import compiled_context
 from ..verify.tensors import restore_inputs, synchronize
 from .compilewatch import CompileWatch
 from .memory import peak_memory
@@ -95,15 +96,25 @@ class Baselines:
                                             "timing method, Triton and project files")
         if result.kernel_compiled is not None:
             result.kernel_compiled_reused = True  # its compile imports Dynamo and Inductor: seconds, every run
+            result.kernel_compiled_scalars = list(self.kept_baselines[result.kernel_compiled_key].get("scalars", []))
             return
         if originals is not None:
             restore_inputs(inputs, originals)
         self.emit(StageChanged(stage="benchmarking", detail=f"{case.label}: torch.compile(kernel_fn)",
                                case_index=case.index))
+        # The kernels Inductor compiles for it, against their eager compiles in the same cache: a scalar that
+        # reaches the kernel as another type (verify/compiled_context.py) says why the two times differ. Where an
+        # earlier compile of it is in the cache (the torch.compile check's, in this worker), nothing is new: the
+        # cache's entries with an fp64 scalar are then taken for torch.compile's.
+        eager = compiled_context.kernels_in(compiled_context.cache_dir())
         try:
             result.kernel_compiled, result.kernel_compiled_note = self._time_compiled(
                 self.project_km.kernel_fn, "torch.compile(kernel_fn)", "torch.compile(kernel_fn)", inputs, result,
                 phases)
+            after = compiled_context.kernels_in(compiled_context.cache_dir())
+            new = after.keys() - eager.keys()
+            result.kernel_compiled_scalars = (compiled_context.changed_scalars(eager, after) if new
+                                              else compiled_context.scalars_as_fp64(after))
         finally:
             if originals is not None:
                 restore_inputs(inputs, originals)

@@ -99,3 +99,16 @@ def changed_scalars(before: dict[str, Path], after: dict[str, Path]) -> list[str
         if note not in notes:
             notes.append(note)
     return notes
+
+
+def scalars_as_fp64(cache: dict[str, Path]) -> list[str]:
+    """changed_scalars' notes from a cache listing alone, where the compiles under torch.compile are not new (an
+    earlier compile of the same call in this run or a kept cache holds them): a called-eagerly launch never passes
+    a Python float as fp64, so the entries with an f64 scalar argument are taken for torch.compile's and the others
+    for the eager ones."""
+    eager = {}
+    for key, path in cache.items():
+        entry = read_entry(path)
+        if entry is not None and "f64" not in entry.args.values():
+            eager[key] = path
+    return changed_scalars(eager, cache)
