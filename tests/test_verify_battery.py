@@ -342,3 +342,29 @@ def test_a_pinned_config_is_found_by_its_description(cli, make_project):
                                                                             "center_wide_rows_kernel": 1})
     assert [c.kwargs["BLOCK"] for c in verifier.autotuners["center_rows_kernel"].configs] == [128]
     assert [c.kwargs["BLOCK"] for c in verifier.autotuners["center_wide_rows_kernel"].configs] == [256]
+
+
+def test_a_pinned_tuner_records_its_pinned_config_alone_for_the_compile_processes(make_project):
+    """The pins apply before the worker records what its cases compile: a pinned tuner's other configs are
+    neither compiled nor waited for (the live loop pins a config to iterate on it faster)."""
+    import torch
+
+    from workbench.core.project.contract import describe_config, find_autotuners, load_kernel
+    from workbench.core.timing.compiled import compile_only
+    from workbench.core.verify.battery import apply_pins
+
+    km = load_kernel(make_project(kernels.ROW_TILE_PRUNED) / "kernel.py", "pinned_before_recording")
+    tuners = find_autotuners(km.module)
+    tuner = tuners["center_rows_kernel"]
+    pinned = describe_config(tuner.configs[2])
+    compiled = []
+    tuner.fn.run = lambda *args, **kwargs: compiled.append(kwargs["BLOCK"])
+    with compile_only():
+        km.kernel_fn(torch.randn(4, 50))  # nothing runs: the inputs' device does not matter
+    assert compiled == [64, 128, 512]
+    apply_pins(tuners, {"center_rows_kernel": pinned})
+    apply_pins(tuners, {"center_rows_kernel": pinned})  # the Verifier applies them again: nothing changes
+    compiled.clear()
+    with compile_only():
+        km.kernel_fn(torch.randn(4, 50))
+    assert compiled == [512] and [describe_config(c) for c in tuner.configs] == [pinned]

@@ -57,14 +57,7 @@ class Verifier(KernelCalls):
         self.autotuners = find_autotuners(km.module)
         self.dot_may_use_tf32 = dot_may_use_tf32(km)
         self.pins = pins or {}
-        for name, pin in self.pins.items():
-            tuner = self.autotuners.get(name)
-            if tuner is None:
-                continue
-            if isinstance(pin, str):  # the config as described ("BLOCK_SIZE=1024, num_warps=4"): what the app pins
-                tuner.configs = [c for c in tuner.configs if describe_config(c) == pin][:1] or tuner.configs
-            elif 0 <= pin < len(tuner.configs):  # its index among the tuner's configs
-                tuner.configs = [tuner.configs[pin]]
+        apply_pins(self.autotuners, self.pins)
 
     def _called(self, calls: CaseCalls, call: str, outputs: Outputs | None) -> None:
         for unit in self.units:
@@ -303,6 +296,19 @@ def roofline_counts_raise(km: KernelModule, inputs: list[Any]) -> list[str]:
     return said
 
 
+def apply_pins(autotuners: dict[str, Any], pins: dict[str, int | str]) -> None:
+    """Leave each pinned tuner its pinned config alone: named as described ("BLOCK_SIZE=1024, num_warps=4", what
+    the app pins) or by its index among the tuner's configs. Applied again, it changes nothing."""
+    for name, pin in pins.items():
+        tuner = autotuners.get(name)
+        if tuner is None:
+            continue
+        if isinstance(pin, str):
+            tuner.configs = [c for c in tuner.configs if describe_config(c) == pin][:1] or tuner.configs
+        elif 0 <= pin < len(tuner.configs):
+            tuner.configs = [tuner.configs[pin]]
+
+
 def autotune_mutation_hints(autotuners: dict[str, Any]) -> list[str]:
     """Why an in-place kernel can come out wrong only when autotuned, for each tuner that allows it."""
     return [f"the kernel changes its inputs and {name} is autotuned: the autotuner times each config by running "
@@ -370,6 +376,7 @@ def verify_stage(context: JobContext) -> None:
     km = for_training(context.km, verify.backward, verify.require_triton)  # a training kernel: with its gradients
     order = None
     if context.compiles is not None:  # compile processes beside this worker: each case once its kernels are built
+        apply_pins(find_autotuners(km.module), context.job.pins)  # a pinned tuner's other configs: not compiled
         later = select_cases(context.km.cases, indices, "bench") if "bench" in context.job.stages else []
         # Recorded as verified (a training kernel's backward too), the benchmark's cases as the module is written.
         order = context.compiles.ahead(km, cases, later, lambda case: context.emit(
