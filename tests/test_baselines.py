@@ -138,34 +138,10 @@ def test_torch_compile_of_the_reference_and_of_kernel_fn_are_timed_alike(monkeyp
 def test_kernel_fns_time_under_torch_compile_is_kept_until_a_project_file_changes(monkeypatch, tmp_path):
     """Its compile imports Dynamo and Inductor (seconds on a run whose checks' passes are kept): kept like the
     baselines, by a key that also hashes every Python file of the project."""
-    import torch
-
-    from workbench.core.events import BenchResult
-    from workbench.core.project.config import BenchConfig
-    from workbench.core.project.contract import Case
-    from workbench.core.project.folder import Project
-    from workbench.core.stage import Phases
-    from workbench.core.timing import baselines as module
-
     compiles = []
-    monkeypatch.setattr(module, "compile_reference", lambda fn, inputs, wrap=None, what="": compiles.append(what)
-                        or (fn, ""))
-    monkeypatch.setattr(module, "measure", lambda fn, config, flusher, watch, what, footprint: SimpleNamespace(
-        timing=timing(0.25), notes=[]))
-    monkeypatch.setattr(module, "peak_memory", lambda fn: 0)
     (tmp_path / "kernel.py").write_text("# version 1\n")
-    project = Project.open(tmp_path)
-    km = SimpleNamespace(reference_fn=lambda x: x, kernel_fn=lambda x: x, get_inputs=lambda: [], path=tmp_path / "kernel.py")
-
-    def run():
-        context = SimpleNamespace(km=km, config=SimpleNamespace(bench=BenchConfig()), emit=lambda event: None,
-                                  job=SimpleNamespace(live=False, reference_timings={},
-                                                      kept_baselines=baselines.load_baselines(project)))
-        result = BenchResult(case_index=0, label="n=4", kernel=timing(0.2), reference_key="r")
-        module.Baselines(context, "a GPU", None, None).time_kernel_compiled(
-            result, Case(index=0, params={}), [torch.ones(4)], None, Phases(), None)
-        baselines.remember_baselines(project, [result])
-        return result
+    run = time_kernel_compiled_in(monkeypatch, Project.open(tmp_path),
+                                  lambda fn, inputs, wrap=None, what="": compiles.append(what) or (fn, ""))
 
     first = run()
     assert compiles == ["torch.compile(kernel_fn)"] and not first.kernel_compiled_reused and first.kernel_compiled_key
@@ -182,14 +158,7 @@ def test_kernel_fns_time_under_torch_compile_is_kept_until_a_project_file_change
 def test_a_scalar_that_reaches_the_kernel_as_fp64_under_torch_compile_is_said_beside_its_time(monkeypatch, tmp_path):
     """The bench compiles kernel_fn under torch.compile to time it: the kernels Inductor compiled then, against
     their eager compiles in the project's Triton cache, say why the two times differ; kept with the time."""
-    import torch
-
     from workbench.core.events import BenchResult
-    from workbench.core.project.config import BenchConfig
-    from workbench.core.project.contract import Case
-    from workbench.core.project.folder import Project
-    from workbench.core.stage import Phases
-    from workbench.core.timing import baselines as module
     from workbench.reports.bench import kernel_compiled_lines
 
     cache = tmp_path / "triton-cache"
@@ -209,15 +178,38 @@ def test_a_scalar_that_reaches_the_kernel_as_fp64_under_torch_compile_is_said_be
             cache_entry("inductor", "f64", 6)
         return fn, ""
 
-    monkeypatch.setattr(module, "compile_reference", compile_under_inductor)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "kernel.py").write_text("# the project\n")
+    run = time_kernel_compiled_in(monkeypatch, Project.open(tmp_path / "project"), compile_under_inductor)
+
+    first = run()
+    (note,) = first.kernel_compiled_scalars
+    assert "`norm_kernel` receives `eps` as f64 (eagerly f32)" in note and "eps = eps.to(tl.float32)" in note
+    again = run()  # kept: no compile, the note with the time
+    assert again.kernel_compiled_reused and again.kernel_compiled_scalars == [note]
+    lines = kernel_compiled_lines([first, BenchResult(case_index=1, label="n=8", kernel=timing(0.2),
+                                                      kernel_compiled=timing(0.25), kernel_compiled_scalars=[note])])
+    assert lines[0].startswith("  kernel_fn under torch.compile, case 0: 250 µs") and "(1.25x the eager" in lines[0]
+    assert lines[1] == f"    why: {note}" and len(lines) == 3  # said once, at the first case it slows
+
+
+def time_kernel_compiled_in(monkeypatch, project, compile_stand_in):
+    """A run of Baselines.time_kernel_compiled on `project` with its kept baselines, torch.compile played by
+    `compile_stand_in` and every timing 0.25 ms, its times then kept as a bench keeps them: a function per run."""
+    import torch
+
+    from workbench.core.events import BenchResult
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.project.contract import Case
+    from workbench.core.stage import Phases
+    from workbench.core.timing import baselines as module
+
+    monkeypatch.setattr(module, "compile_reference", compile_stand_in)
     monkeypatch.setattr(module, "measure", lambda fn, config, flusher, watch, what, footprint: SimpleNamespace(
         timing=timing(0.25), notes=[]))
     monkeypatch.setattr(module, "peak_memory", lambda fn: 0)
-    (tmp_path / "project").mkdir()
-    (tmp_path / "project" / "kernel.py").write_text("# the project\n")
-    project = Project.open(tmp_path / "project")
     km = SimpleNamespace(reference_fn=lambda x: x, kernel_fn=lambda x: x, get_inputs=lambda: [],
-                         path=tmp_path / "project" / "kernel.py")
+                         path=project.kernel_path)
 
     def run():
         context = SimpleNamespace(km=km, config=SimpleNamespace(bench=BenchConfig()), emit=lambda event: None,
@@ -229,12 +221,4 @@ def test_a_scalar_that_reaches_the_kernel_as_fp64_under_torch_compile_is_said_be
         baselines.remember_baselines(project, [result])
         return result
 
-    first = run()
-    (note,) = first.kernel_compiled_scalars
-    assert "`norm_kernel` receives `eps` as f64 (eagerly f32)" in note and "eps = eps.to(tl.float32)" in note
-    again = run()  # kept: no compile, the note with the time
-    assert again.kernel_compiled_reused and again.kernel_compiled_scalars == [note]
-    lines = kernel_compiled_lines([first, BenchResult(case_index=1, label="n=8", kernel=timing(0.2),
-                                                      kernel_compiled=timing(0.25), kernel_compiled_scalars=[note])])
-    assert lines[0].startswith("  kernel_fn under torch.compile, case 0: 250 µs") and "(1.25x the eager" in lines[0]
-    assert lines[1] == f"    why: {note}" and len(lines) == 3  # said once, at the first case it slows
+    return run

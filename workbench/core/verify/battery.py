@@ -59,6 +59,10 @@ class Verifier(KernelCalls):
         self.pins = pins or {}
         apply_pins(self.autotuners, self.pins)
 
+    def _tuning_for(self, case: Case) -> contextlib.AbstractContextManager:
+        """A generated case forces no config: its tuners take their first config untimed (quick_tuning.py)."""
+        return first_config_untimed(self.autotuners) if case.generated else contextlib.nullcontext()
+
     def _called(self, calls: CaseCalls, call: str, outputs: Outputs | None) -> None:
         for unit in self.units:
             unit.called(calls, call, outputs)
@@ -89,7 +93,7 @@ class Verifier(KernelCalls):
             return [self.deliver(data)]
         calls = CaseCalls(self, case, data, inputs)
         try:
-            with first_config_untimed(self.autotuners) if case.generated else contextlib.nullcontext():
+            with self._tuning_for(case):
                 return self._verify_case(calls, start)
         finally:
             for unit in self.units:
@@ -213,7 +217,7 @@ class Verifier(KernelCalls):
             data.before = tensors_only(clone_inputs(inputs))
             LaunchCounter.reset()
             try:
-                with first_config_untimed(self.autotuners) if case.generated else contextlib.nullcontext():
+                with self._tuning_for(case):
                     out = owned(flatten_outputs(self._call_kernel(inputs, "nan", case, "")))
             except (RunAborted, ContextPoisoned):
                 raise

@@ -52,6 +52,19 @@ def _no_timer(kernel_call: Callable[[], Any], quantiles: Any = None, **_: Any) -
     return 0.0 if quantiles is None else [0.0] * len(quantiles)
 
 
+def _timed_by(tuner: Any, timer: Callable[..., Any]) -> Callable[[], None]:
+    """Give `tuner` `timer` as its do_bench; returns what puts its own back (a timer of the user's, or Triton's)."""
+    had, own = "do_bench" in tuner.__dict__, tuner.__dict__.get("do_bench")
+    tuner.__dict__["do_bench"] = timer
+
+    def put_back() -> None:
+        if had:
+            tuner.__dict__["do_bench"] = own
+        else:
+            tuner.__dict__.pop("do_bench", None)
+    return put_back
+
+
 @contextlib.contextmanager
 def verification_timer(autotuners: dict[str, Any], interpret: bool) -> Iterator[None]:
     """While verifying: each tuner times its configs with a few runs (none timed under the interpreter), and
@@ -59,19 +72,15 @@ def verification_timer(autotuners: dict[str, Any], interpret: bool) -> Iterator[
     benchmark in the same worker tunes with Triton's own timer."""
     saved = []
     for tuner in autotuners.values():
-        saved.append((tuner, "do_bench" in tuner.__dict__, tuner.__dict__.get("do_bench"),
+        saved.append((tuner, _timed_by(tuner, _no_timer if interpret else _few_runs),
                       getattr(tuner, "cache_results", None)))
-        tuner.__dict__["do_bench"] = _no_timer if interpret else _few_runs
         if hasattr(tuner, "cache_results"):
             tuner.cache_results = False
     try:
         yield
     finally:
-        for tuner, had, do_bench, cache_results in saved:
-            if had:
-                tuner.__dict__["do_bench"] = do_bench
-            else:
-                tuner.__dict__.pop("do_bench", None)
+        for tuner, put_back, cache_results in saved:
+            put_back()
             if cache_results is not None:
                 tuner.cache_results = cache_results
             tuner.cache.clear()  # the picks made on a quick measurement go with it
@@ -84,15 +93,11 @@ def first_config_untimed(autotuners: dict[str, Any]) -> Iterator[None]:
     this case). Put back on exit: the cases' own tunings and timer."""
     saved = []
     for tuner in autotuners.values():
-        saved.append((tuner, "do_bench" in tuner.__dict__, tuner.__dict__.get("do_bench"), tuner.cache))
-        tuner.__dict__["do_bench"] = _no_timer
+        saved.append((tuner, _timed_by(tuner, _no_timer), tuner.cache))
         tuner.cache = {}
     try:
         yield
     finally:
-        for tuner, had, do_bench, cache in saved:
-            if had:
-                tuner.__dict__["do_bench"] = do_bench
-            else:
-                tuner.__dict__.pop("do_bench", None)
+        for tuner, put_back, cache in saved:
+            put_back()
             tuner.cache = cache
