@@ -12,6 +12,9 @@ scaffolded: torch.compile and CUDA-graph checks on a GPU, torch.compile as a ben
   `workbench verify` (the checks' passes kept from those runs: project/kept.py), --repeats times each; the same
   file with `torch_compile = "off"`; and the plain script (plain_scripts.PLAIN_VERIFY, the one loop_latency.py
   uses) in a fresh `python` with a fresh Triton cache.
+- fresh: issue 43's first row as a fresh CI machine runs it (fresh_machine): each command with empty Triton,
+  Inductor and workbench caches, `workbench verify` of the softmax scaffold beside the plain script, the plain
+  script with the torch.compile check written plainly, that check alone, and the workbench with the check off.
 - all: every scaffold and template (12 projects) in one `workbench verify`, then again with the checks' passes
   kept (WORKBENCH_PROJECTS_PER_GPU sets how many share the GPU at once: run/factory.verify_lanes_per_gpu).
 - configs: benchmarks/projects/many_configs (a LayerNorm for training whose four kernels autotune over 488
@@ -39,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from plain_scripts import PLAIN_VERIFY
+from plain_scripts import COMPILE_CHECK_ALONE, PLAIN_VERIFY, PLAIN_VERIFY_COMPILED
 
 ROOT = Path(__file__).resolve().parents[1]
 SCAFFOLDS = ["rmsnorm", "layernorm", "softmax", "gelu", "silu_mul", "add", "matmul", "attention"]
@@ -132,17 +135,62 @@ def breakdown(run: dict) -> dict:
     }
 
 
-def plain(kernel: Path, out: Path) -> float:
-    script = out / "plain_verify.py"
-    script.write_text(PLAIN_VERIFY)
-    env = {**os.environ, "TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="plain-cache-")}
+def fresh_caches() -> dict[str, str]:
+    """What a fresh CI machine has kept: nothing. Empty Triton, Inductor and workbench caches for one command."""
+    return {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="fresh-triton-"),
+            "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="fresh-inductor-"),
+            "WORKBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="fresh-workbench-")}
+
+
+def plain(kernel: Path, out: Path, source: str = PLAIN_VERIFY, name: str = "plain") -> float:
+    """A plain script (plain_scripts.py) in a fresh `python` with fresh caches: its wall time."""
+    script = out / f"{name}.py"
+    script.write_text(source)
+    env = {**os.environ, **fresh_caches()}
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, str(script), str(kernel)], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
-    (out / "plain.txt").write_text(proc.stdout + proc.stderr)
+    (out / f"{name}.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode:
-        print(f"  plain script failed (exit {proc.returncode}): {proc.stderr[-300:]}")
+        print(f"  {name} script failed (exit {proc.returncode}): {proc.stderr[-300:]}")
     return wall
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s [{min(values):.2f}-{max(values):.2f}]"
+
+
+def fresh_machine(work: Path, out: Path, repeats: int, summary: dict) -> None:
+    """Issue 43's first row, as a fresh CI machine runs it: each command in a fresh process with empty Triton,
+    Inductor and workbench caches and a fresh copy of the project, interleaved so that they share the host's
+    drift. Beside `workbench verify`: the plain script, the plain script with the torch.compile check written
+    plainly, and that check alone (the least a process that runs only the check pays), and the workbench with
+    the check off."""
+    project = scaffold(work, "softmax")
+    times: dict[str, list[float]] = {k: [] for k in ("plain", "plain + torch.compile check", "torch.compile check alone",
+                                                      "workbench verify", "workbench verify, torch_compile off")}
+    breakdowns = []
+    for n in range(repeats):
+        times["plain"].append(plain(project / "kernel.py", out, PLAIN_VERIFY, f"fresh-plain-{n}"))
+        times["plain + torch.compile check"].append(
+            plain(project / "kernel.py", out, PLAIN_VERIFY_COMPILED, f"fresh-plain-compiled-{n}"))
+        times["torch.compile check alone"].append(
+            plain(project / "kernel.py", out, COMPILE_CHECK_ALONE, f"fresh-check-alone-{n}"))
+        for off in (False, True):
+            copy = work / f"fresh-{n}-{'off' if off else 'on'}" / "softmax"
+            shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".workbench"))
+            if off:
+                toml = copy / "workbench.toml"
+                toml.write_text(toml.read_text().replace('# torch_compile = "check"', 'torch_compile = "off"', 1))
+            run = timed(["verify", str(copy), "--json"], out, f"fresh-verify-{n}{'-off' if off else ''}",
+                        env=fresh_caches())
+            times["workbench verify, torch_compile off" if off else "workbench verify"].append(run["wall_s"])
+            breakdowns.append({"name": run["name"], "exit": run["exit"], **breakdown(run)})
+    base = statistics.median(times["plain"])
+    summary["fresh"] = {"times_s": times, "breakdown": breakdowns}
+    for name, values in times.items():
+        print(f"fresh machine, softmax: {name:<36} {spread(values)} ({statistics.median(values) / base:.2f}x the plain "
+              "script)")
 
 
 def scaffold(work: Path, name: str, template: str | None = None) -> Path:
@@ -178,7 +226,7 @@ def one(work: Path, name: str, out: Path, summary: dict) -> None:
         text = toml.read_text()
         for key, line in CHECKS_OFF.items():
             if off in (key, "all"):
-                text = text.replace(f"[verify]\n", f"[verify]\n{line}\n", 1)
+                text = text.replace("[verify]\n", f"[verify]\n{line}\n", 1)
         toml.write_text(text)
         variants.append((f"{name}-{off}-off", copy, ["--fresh-checks"]))
     summary["one"] = {}
@@ -201,7 +249,7 @@ def main() -> int:
         return driver(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", choices=["small", "all", "bench", "one", "configs"], action="append")
+    parser.add_argument("--only", choices=["small", "fresh", "all", "bench", "one", "configs"], action="append")
     parser.add_argument("--project", default="add", help="the scaffold --only one takes apart (default add)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--all-limit", type=float, default=None, help="cut the 12-project run after this many s")
@@ -241,6 +289,8 @@ def main() -> int:
                   f"[{min(kept):.2f}-{max(kept):.2f}] ({statistics.median(kept) / plain_median:.2f}x); "
                   f"torch_compile off {runs[-1]['wall_s']:.2f} s")
             report(runs)
+        if "fresh" in parts:
+            fresh_machine(work, args.out, args.repeats, summary)
         if "one" in parts:
             one(work, args.project, args.out, summary)
         if "all" in parts:

@@ -4,6 +4,10 @@
 - PLAIN_VERIFY: import torch, triton and kernel.py; each verification case's kernel_fn against reference_fn
   on float64 inputs (torch.testing.assert_close at the dtype's usual tolerance).
 - PLAIN_BENCH: triton.testing.do_bench of kernel_fn and reference_fn on each benchmark case.
+- PLAIN_VERIFY_COMPILED: PLAIN_VERIFY, then the workbench's torch.compile check written plainly: kernel_fn under
+  torch.compile(fullgraph=True, dynamic=False) on the first verification case of each dtype, against reference_fn.
+- COMPILE_CHECK_ALONE: that check and nothing else (import torch, triton, kernel.py, then the compiled calls): the
+  least a process that runs only the check pays, from its start.
 """
 
 LOAD_KERNEL = '''
@@ -36,3 +40,24 @@ for case in cases:
     ref_ms = do_bench(lambda: km.reference_fn(*inputs))
     print(f"BENCH {case} kernel {ms:.4f} ms reference {ref_ms:.4f} ms", flush=True)
 '''
+
+COMPILE_CHECK = '''
+import torch._dynamo, torch._inductor.compile_fx
+seen = set()
+for case in cases:
+    if case.get("purpose", "verify") != "verify" or case.get("dtype") in seen:
+        continue
+    seen.add(case.get("dtype"))
+    params = {k: v for k, v in case.items() if k != "purpose"}
+    inputs = km.get_inputs(**params)
+    torch._dynamo.reset()
+    out = torch.compile(km.kernel_fn, fullgraph=True, dynamic=False)(*inputs)
+    ref = km.reference_fn(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
+    t = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}.get(out.dtype, 1e-5)
+    torch.testing.assert_close(out, ref.to(out.dtype), rtol=t, atol=t)
+print("TORCH_COMPILE_CHECK passed", flush=True)
+'''
+
+PLAIN_VERIFY_COMPILED = PLAIN_VERIFY.replace("for case in cases:", "for case in [dict(c) for c in cases]:", 1) \
+    + COMPILE_CHECK
+COMPILE_CHECK_ALONE = LOAD_KERNEL + COMPILE_CHECK
