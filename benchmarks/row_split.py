@@ -19,7 +19,8 @@ program-id order), then
      the piece again from L2, where phase 1 left it `lag` rows ago.
 A program only ever waits for work claimed before its own, by programs already running, so
 every wait ends; under the interpreter the programs run in claim order and never wait.
-Not measured on a GPU yet: this script is the measurement. It prints, for each shape, the
+Measured on an H200 (RESULTS.md 7d): slower than the scaffold at every shape and setting (0.78-0.98x its
+speed), so the scaffold keeps one program per row. It prints, for each shape, the
 scaffold, the candidate at a few piece sizes and lags, and a Triton copy of the same bytes, all
 timed by `timers.measure` with the case's bytes (the write-back rule applies), and writes
 $OUT/row_split.json.
