@@ -6,8 +6,10 @@
 - PLAIN_BENCH: triton.testing.do_bench of kernel_fn and reference_fn on each benchmark case.
 - PLAIN_VERIFY_COMPILED: PLAIN_VERIFY, then the workbench's torch.compile check written plainly: kernel_fn under
   torch.compile(fullgraph=True, dynamic=False) on the first verification case of each dtype, against reference_fn.
-- COMPILE_CHECK_ALONE: that check and nothing else (import torch, triton, kernel.py, then the compiled calls): the
-  least a process that runs only the check pays, from its start.
+- COMPILE_CHECK_ALONE: that check and nothing else (import torch, triton, kernel.py, then the compiled calls).
+  Inductor compiles as it does by default, with its pool of compile processes.
+- COMPILE_CHECK_FLOOR: the same with Inductor compiling in the process (compile_threads 1, as the workbench's check
+  does): the least a process that runs only the check pays, from its start.
 """
 
 LOAD_KERNEL = '''
@@ -61,3 +63,4 @@ print("TORCH_COMPILE_CHECK passed", flush=True)
 PLAIN_VERIFY_COMPILED = PLAIN_VERIFY.replace("for case in cases:", "for case in [dict(c) for c in cases]:", 1) \
     + COMPILE_CHECK
 COMPILE_CHECK_ALONE = LOAD_KERNEL + COMPILE_CHECK
+COMPILE_CHECK_FLOOR = "import os\nos.environ['TORCHINDUCTOR_COMPILE_THREADS'] = '1'\n" + COMPILE_CHECK_ALONE
