@@ -20,8 +20,15 @@ program-id order), then
 A program only ever waits for work claimed before its own, by programs already running, so
 every wait ends; under the interpreter the programs run in claim order and never wait.
 Measured on an H200 (RESULTS.md 7d): slower than the scaffold at every shape and setting (0.78-0.98x its
-speed), so the scaffold keeps one program per row. It prints, for each shape, the
-scaffold, the candidate at a few piece sizes and lags, and a Triton copy of the same bytes, all
+speed), so the scaffold keeps one program per row.
+
+The next candidates keep the scaffold's one program per row and put more bytes in flight in each (WIDE): its
+own wide-row kernel at larger tiles and other warp counts, and a copy of it whose two loops are software-
+pipelined (tl.range(num_stages=...)): the loads of the next tiles issued while this one is reduced or written.
+Not yet measured on a GPU.
+
+It prints, for each shape, the
+scaffold, the wide-kernel variants, the split candidate at a few piece sizes and lags, and a Triton copy of the same bytes, all
 timed by `timers.measure` with the case's bytes (the write-back rule applies), and writes
 $OUT/row_split.json.
 """
@@ -47,6 +54,57 @@ import triton.language as tl  # noqa: E402
 
 SHAPES = ((1024, 32768), (1024, 65536), (512, 131072))
 VARIANTS = ((16384, 4, 8 << 20), (32768, 8, 8 << 20), (16384, 4, 2 << 20), (16384, 4, 32 << 20))
+# The scaffold's own wide-row kernel (one program per row, two passes over the row in tiles) at other tile sizes
+# and warp counts, then with its loops software-pipelined: more bytes in flight per program (block, warps, stages).
+WIDE = ((8192, 32, 1), (16384, 32, 1), (32768, 32, 1), (8192, 16, 1), (8192, 32, 2), (8192, 32, 3), (16384, 32, 2))
+
+
+@triton.jit
+def rmsnorm_wide_pipelined_kernel(
+    x_ptr, weight_ptr, y_ptr,
+    x_row_stride, y_row_stride,
+    n_cols, eps,
+    BLOCK_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    """The scaffold's rmsnorm_wide_kernel with both loops as tl.range(num_stages=NUM_STAGES): the next tiles'
+    loads are issued while this one is reduced or written."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * x_row_stride
+    y_row = y_ptr + row * y_row_stride
+    cols = tl.arange(0, BLOCK_SIZE)
+    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for start in tl.range(0, n_cols, BLOCK_SIZE, num_stages=NUM_STAGES):
+        offs = start + cols
+        x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        sum_sq += x * x
+    inv_rms = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_cols + eps)
+    for start in tl.range(0, n_cols, BLOCK_SIZE, num_stages=NUM_STAGES):
+        offs = start + cols
+        mask = offs < n_cols
+        x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        w = tl.load(weight_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+        y = x.to(tl.float32) * inv_rms * w.to(tl.float32)
+        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rmsnorm_wide(x, weight, eps=1e-6, block=8192, num_warps=32, stages=1, scaffold=None):
+    """One program per row in tiles of `block` elements: the scaffold's kernel (`scaffold`, its module) when
+    `stages` is 1, else the pipelined copy above."""
+    n_cols = x.shape[-1]
+    x_2d = x.view(-1, n_cols)
+    y = torch.empty_like(x)
+    y_2d = y.view(-1, n_cols)
+    args = (x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_cols, eps)
+    if stages == 1:
+        scaffold.rmsnorm_wide_kernel[(x_2d.shape[0],)](*args, BLOCK_SIZE=block, num_warps=num_warps)
+    else:
+        rmsnorm_wide_pipelined_kernel[(x_2d.shape[0],)](*args, BLOCK_SIZE=block, NUM_STAGES=stages,
+                                                       num_warps=num_warps)
+    return y
+
+
+def wide_label(block, warps, stages):
+    return f"wide {block // 1024}K tiles, {warps} warps" + (f", {stages} stages" if stages > 1 else "")
 
 
 @triton.jit
@@ -115,12 +173,19 @@ def relative_error(out, ref):
 
 def check(device):
     """Fresh random inputs, odd widths and lags, against the fp32 reference: (shape, variant, error) rows."""
+    from workbench.core.project.contract import load_kernel
+
+    scaffold = load_kernel(ROOT / "scaffolds" / "rmsnorm" / "kernel.py").module
     rows = []
     for n_rows, n_cols, lag_bytes in ((3, 40000, 1), (7, 20001, 1 << 20), (5, 70000, 8 << 20)):
         x = torch.randn(n_rows, n_cols, device=device, dtype=torch.bfloat16)
         w = torch.randn(n_cols, device=device, dtype=torch.bfloat16)
+        ref = reference(x, w)
         out = rmsnorm_split(x, w, lag_bytes=lag_bytes)
-        rows.append((f"{n_rows}x{n_cols}", f"lag {lag_bytes} B", relative_error(out, reference(x, w))))
+        rows.append((f"{n_rows}x{n_cols}", f"lag {lag_bytes} B", relative_error(out, ref)))
+        for block, warps, stages in WIDE:
+            out = rmsnorm_wide(x, w, block=block, num_warps=warps, stages=stages, scaffold=scaffold)
+            rows.append((f"{n_rows}x{n_cols}", wide_label(block, warps, stages), relative_error(out, ref)))
     return rows
 
 
@@ -157,6 +222,10 @@ def main() -> int:
         nbytes = scaffold.bytes_moved(x, w)
         ref = reference(x, w)
         calls = [("scaffold", lambda: scaffold.kernel_fn(x, w))]
+        for block, warps, stages in WIDE:
+            calls.append((wide_label(block, warps, stages),
+                          lambda b=block, nw=warps, st=stages: rmsnorm_wide(x, w, block=b, num_warps=nw, stages=st,
+                                                                           scaffold=scaffold.module)))
         for chunk, warps, lag in VARIANTS:
             calls.append((f"split {chunk // 1024} KiB, {warps} warps, lag {lag >> 20} MiB",
                           lambda c=chunk, nw=warps, lg=lag: rmsnorm_split(x, w, chunk_bytes=c, num_warps=nw,
