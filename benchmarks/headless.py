@@ -165,12 +165,12 @@ def fresh_machine(work: Path, out: Path, repeats: int, summary: dict) -> None:
     Inductor and workbench caches and a fresh copy of the project, interleaved so that they share the host's
     drift. Beside `workbench verify`: the plain script, the plain script with the torch.compile check written
     plainly, that check alone (with Inductor's default pool of compile processes, and compiling in the process
-    as the workbench does: the least a process that runs only the check pays), and the workbench with the check
-    off."""
+    as the workbench does: the least a process that runs only the check pays), the workbench with the check in a
+    process of its own (WORKBENCH_COMPILE_CHECK_PROCESS=1, verify/compat_beside.py) and with the check off."""
     project = scaffold(work, "softmax")
     times: dict[str, list[float]] = {k: [] for k in (
         "plain", "plain + torch.compile check", "torch.compile check alone", "torch.compile check alone, in-process",
-        "workbench verify", "workbench verify, torch_compile off")}
+        "workbench verify", "workbench verify, the check in its own process", "workbench verify, torch_compile off")}
     breakdowns = []
     for n in range(repeats):
         times["plain"].append(plain(project / "kernel.py", out, PLAIN_VERIFY, f"fresh-plain-{n}"))
@@ -180,15 +180,18 @@ def fresh_machine(work: Path, out: Path, repeats: int, summary: dict) -> None:
             plain(project / "kernel.py", out, COMPILE_CHECK_ALONE, f"fresh-check-alone-{n}"))
         times["torch.compile check alone, in-process"].append(
             plain(project / "kernel.py", out, COMPILE_CHECK_FLOOR, f"fresh-check-floor-{n}"))
-        for off in (False, True):
-            copy = work / f"fresh-{n}-{'off' if off else 'on'}" / "softmax"
+        variants = (("", "workbench verify", {}),
+                    ("-process", "workbench verify, the check in its own process",
+                     {"WORKBENCH_COMPILE_CHECK_PROCESS": "1"}),
+                    ("-off", "workbench verify, torch_compile off", {}))
+        for suffix, label, env in variants:
+            copy = work / f"fresh-{n}{suffix}" / "softmax"
             shutil.copytree(project, copy, ignore=shutil.ignore_patterns(".workbench"))
-            if off:
+            if suffix == "-off":
                 toml = copy / "workbench.toml"
                 toml.write_text(toml.read_text().replace('# torch_compile = "check"', 'torch_compile = "off"', 1))
-            run = timed(["verify", str(copy), "--json"], out, f"fresh-verify-{n}{'-off' if off else ''}",
-                        env=fresh_caches())
-            times["workbench verify, torch_compile off" if off else "workbench verify"].append(run["wall_s"])
+            run = timed(["verify", str(copy), "--json"], out, f"fresh-verify-{n}{suffix}", env={**fresh_caches(), **env})
+            times[label].append(run["wall_s"])
             breakdowns.append({"name": run["name"], "exit": run["exit"], **breakdown(run)})
     base = statistics.median(times["plain"])
     summary["fresh"] = {"times_s": times, "breakdown": breakdowns}

@@ -104,6 +104,9 @@ class Job:
     compile_pool: CompilePoolOrder | None = None  # compile processes serve this job (run/child/compile_pool.py)
     options: dict[str, Any] = field(default_factory=dict)  # plugins' switches (e.g. a profiler's)
     checks: list[dict[str, str]] = field(default_factory=list)  # plugins' checks: {"key", "target"} (verify/checks/)
+    # The process started with the run that runs the torch.compile check (verify/compat_beside.py): {"folder",
+    # "pid"}; empty: the worker runs the check itself
+    compile_check: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -27,6 +27,7 @@ from ..stage import COMPILE_MODE, COMPILE_TARGET_ENV  # noqa: F401 - a worker th
 
 WORKER_MODULE = "workbench.core.run.child.worker"
 TEMPLATE_MODULE = "workbench.core.run.child.template"
+COMPILE_CHECK_MODULE = "workbench.core.run.child.torch_compile_process"  # verify/compat_beside.py
 
 JOB_DONE = "done"  # the last StageChanged of a job; `current` holds the worker's exit status
 PRECOMPILING = "precompiling"  # the StageChanged a verification shard sends when its verification is over

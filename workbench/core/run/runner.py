@@ -10,10 +10,15 @@ once per run (strategies.py). docs/ARCHITECTURE.md draws the whole.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Sequence
 
 from ..events import RunFinished
@@ -26,6 +31,56 @@ from .relay import RunRelay
 from .strategies import RunInFlight, choose
 from .supply import WorkerSupply
 from .workers import LocalWorkers, WorkerStartError, forkserver_wanted
+
+
+# "1": a verification on a GPU runs its torch.compile check in a process of its own (verify/compat_beside.py).
+# Off by default until it is measured and verified on a GPU (benchmarks/RESULTS.md 3o): the worker runs the check.
+COMPILE_CHECK_ENV = "WORKBENCH_COMPILE_CHECK_PROCESS"
+
+
+def compile_check_wanted(job: Job, interpret: bool, gpus: Sequence[GpuSlot], local: bool) -> bool:
+    """Whether a run starts the process that runs its torch.compile check beside its workers
+    (verify/compat_beside.py): a verification alone (a benchmark or a profiler wants nothing else on the GPU),
+    not the live loop's (it runs no such check), on this machine's GPU, with the check on, on the repeat call's
+    inputs (repeat_calls) and not a training kernel's by its config (the process finds the others itself); and
+    only while COMPILE_CHECK_ENV asks for it."""
+    verify = job.config.get("verify", {})
+    return (job.stages == ["verify"] and not job.live and not interpret and bool(gpus) and local
+            and verify.get("torch_compile", "check") != "off" and verify.get("repeat_calls", True)
+            and not verify.get("backward", False) and os.environ.get(COMPILE_CHECK_ENV, "0") == "1")
+
+
+class CompileCheck:
+    """The run's torch.compile check process (started by the worker source) and its folder, ended with the run."""
+
+    def __init__(self, proc: subprocess.Popen, folder: str):
+        self.proc, self.folder = proc, folder
+
+    @classmethod
+    def start(cls, source: WorkerSource, job: Job, gpu: GpuSlot | None) -> "CompileCheck | None":
+        starter = getattr(source, "start_compile_check", None)
+        if starter is None:
+            return None
+        folder = tempfile.mkdtemp(prefix="workbench-compile-check-")
+        job_file = Path(folder) / "job.json"
+        job_file.write_text(job.to_json())
+        try:
+            return cls(starter(str(job_file), folder, gpu), folder)
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)
+            return None  # the worker runs the check itself
+
+    def for_job(self, job: Job) -> Job:
+        return replace(job, compile_check={"folder": self.folder, "pid": self.proc.pid})
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session (start_new_session)
+            except OSError:
+                pass
+        self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def default_parallel() -> int:
@@ -69,6 +124,7 @@ class Runner:
         self._verifying = threading.Event()
         self.compile_target: list | None = None  # None: not known yet; []: runs shard verification over GPU workers
         self.current_run: RunInFlight | None = None  # the run in flight (its gpu_free event opens its GPU gate)
+        self.compile_check: CompileCheck | None = None  # the run's torch.compile check process, if it has one
 
     @property
     def cancelled(self) -> bool:
@@ -141,6 +197,12 @@ class Runner:
             self.cancel_event.set()
             self.supply.stop_compile_processes()
             self.supply.stop_active()
+            check = self.compile_check
+            if check is not None and check.proc.poll() is None:
+                try:
+                    os.killpg(check.proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
     def close(self) -> None:
         self.cancel()
@@ -157,6 +219,21 @@ class Runner:
     def _run(self, job: Job, on_event: OnEvent, limits: tuple[float | None, float | None]) -> RunFinished:
         self.cancel_event.clear()
         started = time.monotonic()
+        # The torch.compile check in a process of its own, started now: its Dynamo and Inductor beside the
+        # workers' start-up and cases (verify/compat_beside.py)
+        if compile_check_wanted(job, self.interpret, self.gpus, self.source.local):
+            self.compile_check = CompileCheck.start(self.source, job, self.gpu_for(0))
+            if self.compile_check is not None:
+                job = self.compile_check.for_job(job)
+        try:
+            return self._execute(job, on_event, limits, started)
+        finally:
+            if self.compile_check is not None:
+                self.compile_check.stop()
+                self.compile_check = None
+
+    def _execute(self, job: Job, on_event: OnEvent, limits: tuple[float | None, float | None],
+                 started: float) -> RunFinished:
         strategy = choose(self, job)
 
         def verified(tally: object) -> None:

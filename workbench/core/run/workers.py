@@ -29,6 +29,7 @@ from .forkserver import ForkServer
 from .gpus import GpuSlot
 from ..exit_codes import EXIT_POISONED
 from .protocol import (
+    COMPILE_CHECK_MODULE,
     GPU_GATE,
     WORKER_MODULE,
     dies_with_this_process,
@@ -358,6 +359,15 @@ class LocalWorkers:
         with trace.span("fork compile processes"):
             return template.spawn_detached(dies_with_this_process(worker_env({**self.env, **env}, self.interpret)),
                                            count)
+
+    def start_compile_check(self, job_file: str, folder: str, gpu: GpuSlot | None = None) -> subprocess.Popen:
+        """The process that runs the run's torch.compile check beside its workers (verify/compat_beside.py),
+        started now, from scratch: it imports torch beside the template rather than after it."""
+        env = dies_with_this_process(worker_env({**self.env, **(gpu.worker_env() if gpu else {})}))
+        with open(os.path.join(folder, "stderr.txt"), "wb") as stderr:
+            return subprocess.Popen([self.python, "-m", COMPILE_CHECK_MODULE, job_file, folder],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                                    start_new_session=True, pass_fds=(parent_death_fd(),))
 
     def warm_compiler(self, target: list[Any]) -> None:
         """Compile once for `target` in the template, so the compile processes forked later start warm."""

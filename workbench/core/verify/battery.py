@@ -20,10 +20,11 @@ from ..events import CaseResult, LogLine, Problem, StageChanged
 from ..project.config import VerifyConfig
 from ..project.contract import (Case, KernelModule, describe_config, dot_may_use_tf32, find_autotuners, first_line,
                                 select_cases)
-from ..stage import RECORDING, ContextPoisoned, JobContext, RunAborted, shard_of
+from ..stage import CHECKING, RECORDING, ContextPoisoned, JobContext, RunAborted, shard_of
 from .calls import Emit, KernelCalls, large_index_skipped
 from .checks import UNITS, CaseCalls, Unit
-from .compat import KeptFindings, import_torch_compile_in_background, torch_compile_to_run
+from .compat import KeptFindings, finish_beside, import_torch_compile_in_background, torch_compile_to_run
+from .compat_beside import CheckBeside
 from .edge_cases import first_case_per_dtype
 from .failures import not_runnable_note
 from .forced_configs import autotuner_launches, configs_to_force, not_forced_note
@@ -58,6 +59,8 @@ class Verifier(KernelCalls):
         self.dot_may_use_tf32 = dot_may_use_tf32(km)
         self.pins = pins or {}
         apply_pins(self.autotuners, self.pins)
+        self.beside: CheckBeside | None = None  # a process runs the torch.compile check (verify/compat_beside.py)
+        self.deferred: list[CaseData] = []  # cases whose torch.compile check is still in that process
 
     def _tuning_for(self, case: Case) -> contextlib.AbstractContextManager:
         """A generated case forces no config: its tuners take their first config untimed (quick_tuning.py)."""
@@ -149,10 +152,29 @@ class Verifier(KernelCalls):
         for unit in self.units:
             unit.finish(calls)
         data.duration_s = time.perf_counter() - start
-        results = [self.deliver(data)]
+        if any(run.pending is not None for run in data.extra_runs):
+            self.deferred.append(data)  # to the judge once its torch.compile check is in (deliver_deferred)
+            results = []
+        else:
+            results = [self.deliver(data)]
         if forced:
             results += self._verify_each_config(calls, reference.outputs, forced)
         return results
+
+    def deliver_deferred(self, wait: bool) -> None:
+        """The cases whose torch.compile check ran in its own process, to the judge: those whose result is in
+        (`wait`: every one, waiting for the rest, or checking them here where the process has no result)."""
+        for data in list(self.deferred):
+            runs = [run for run in data.extra_runs if run.pending is not None]
+            if not wait and not all(self.beside.ready(run.pending.case_index) for run in runs):
+                continue
+            self.deferred.remove(data)
+            for run in runs:
+                finish_beside(self.km, run, self.beside,
+                              announce=lambda check, i=data.case_index: self.emit(
+                                  StageChanged(stage=CHECKING, detail=check, case_index=i)),
+                              log=lambda text: self.emit(LogLine(text=text, stream="workbench")))
+            self.deliver(data)
 
     def _configs_to_force(self, launched: list, data: CaseData) -> dict[str, list[Any]]:
         """Each tuner's configs to force on this case: those its pruning keeps for the case's launches
@@ -328,19 +350,23 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
                      judge: Callable[[CaseData], CaseResult] | None = None, live: bool = False,
                      order: Iterable[Case] | None = None, among: list[Case] | None = None,
                      forward_first: KernelModule | None = None, kept_findings: dict[str, Any] | None = None,
-                     plugin_checks: list[dict[str, str]] | None = None) -> None:
+                     plugin_checks: list[dict[str, str]] | None = None, beside: CheckBeside | None = None) -> None:
     """Verify each case, emitting StageChanged before and CaseResult(s) after each. `order`: the same
     cases in the order to run them (as their kernels are compiled), when not as listed; `among`: the cases
     whose first of each dtype runs the once-per-dtype checks (all of a sharded run's), when not `cases`.
     `forward_first` (a training kernel's module without its gradients, in the live loop): every case's forward
     is judged first, on one call each (phase "forward"), so its verdict shows before the gradients'.
     `kept_findings`: the compatibility checks that passed in earlier runs (not run again); `plugin_checks`: the
-    checks plugins add ({"key", "target"}: verify/checks/plugins.py), gathered on each case's first call."""
+    checks plugins add ({"key", "target"}: verify/checks/plugins.py), gathered on each case's first call.
+    `beside`: the process started with the run that runs the torch.compile check (verify/compat_beside.py)."""
     verifier = Verifier(km, config, emit, interpret, pins, judge, live, kept_findings, plugin_checks)
     verifier.anchors = first_case_per_dtype(among or cases)
     verifier.layout_anchors = first_case_per_dtype(among or cases, sized=True)
     if torch_compile_to_run(km, cases, config, interpret, verifier.anchors, live, verifier.kept_findings):
-        import_torch_compile_in_background()  # Dynamo and Inductor load while the kernels compile
+        if beside is not None:
+            verifier.beside = beside  # the check's cases go to the judge once its result is in
+        else:
+            import_torch_compile_in_background()  # Dynamo and Inductor load while the kernels compile
     with verification_timer(verifier.autotuners, interpret):  # every config is verified: the pick needs no bench
         if forward_first is not None:
             ready = []  # the cases in the order their kernels became ready: the whole battery keeps it
@@ -354,9 +380,12 @@ def run_verification(km: KernelModule, cases: list[Case], config: VerifyConfig, 
         sequence = list(cases if order is None else order)
         sequence = [c for c in sequence if not is_large_index(c)] + [c for c in sequence if is_large_index(c)]
         for n, case in enumerate(sequence, 1):
+            if verifier.deferred:  # the large-index cases need the GPU's memory: every check beside is in first
+                verifier.deliver_deferred(wait=is_large_index(case))
             emit(StageChanged(stage="verifying", detail=case.label, current=n, total=len(cases),
                               case_index=case.index))
             verifier.verify_case(case)  # the judge reports each verdict
+        verifier.deliver_deferred(wait=True)
 
 
 def verify_stage(context: JobContext) -> None:
@@ -389,7 +418,8 @@ def verify_stage(context: JobContext) -> None:
     run_verification(km, cases, verify, context.emit, context.interpret, context.job.pins,
                      context.judge, context.job.live, order,
                      among=selected, forward_first=context.km if live_training else None,
-                     kept_findings=context.job.kept_findings, plugin_checks=context.job.checks)
+                     kept_findings=context.job.kept_findings, plugin_checks=context.job.checks,
+                     beside=CheckBeside.of_job(context.job.compile_check))
     if context.compiles is not None:  # the verdict is complete; the benchmark may follow in this worker
         context.emit(StageChanged(stage="verified", detail=f"{len(cases)} of {len(cases)} cases"))
         context.emit(LogLine(text=context.compiles.describe(), stream="workbench"))

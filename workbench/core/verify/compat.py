@@ -15,7 +15,8 @@ each dtype (edge_cases.first_case_per_dtype: the same case whatever the sharding
 loop (a cold torch.compile costs seconds per save; `workbench verify` runs them); under the Triton
 interpreter they are skipped, and the record says why. A pass is kept (project/kept.py) by finding_key and
 not run again while the key is the same; a failure runs every time. Their outputs go to the judge with the rest
-of the case (see verify/judge.py).
+of the case (see verify/judge.py). In a verification alone on a GPU, a process started with the run may run the
+torch.compile check beside the worker (verify/compat_beside.py): the case goes to the judge once its result is in.
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ import torch
 
 from ..project.config import VerifyConfig
 from ..project.kept import kept_since
-from ..project.contract import Case, KernelModule, exception_chain, first_line
+from ..project.contract import Case, KernelModule, exception_chain, first_line, select_cases
 from ..stage import ContextPoisoned
 from . import compiled_context
-from .edge_cases import once_per_dtype
+from .compat_beside import CheckBeside, Pending, inputs_digest
+from .edge_cases import first_case_per_dtype, once_per_dtype
 from .handoff import ExtraRun
-from .tensors import clone_inputs, flatten_outputs
+from .tensors import Outputs, clone_inputs, flatten_outputs
 
 
 class GraphCaptureBroke(RuntimeError):
@@ -89,12 +91,13 @@ INTERPRETER_SKIP = "the Triton interpreter compiles nothing and has no CUDA grap
 def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list[Any], native: list[Any],
                 rounded: list[Any], config: VerifyConfig, interpret: bool, anchors: set[int], live: bool = False,
                 kept: KeptFindings | None = None, announce: Callable[[str], None] = lambda check: None,
-                ) -> list[ExtraRun]:
+                beside: CheckBeside | None = None) -> list[ExtraRun]:
     """The torch.compile and CUDA-graph runs of one case (`inputs` are left as they were). `anchors`: the
     cases they run on (the first of each dtype); `native`: reference_fn on the inputs' own dtype (`rounded`: in
     float64 on them rounded once more); `kept`: the findings that passed in earlier runs: one passed with the
     same key is not run again, and the record says when it passed. `announce(check)` before the torch.compile
-    check runs (stage.CHECKING: its own time-out)."""
+    check runs (stage.CHECKING: its own time-out). `beside`: a process runs the torch.compile check beside the
+    worker (verify/compat_beside.py): the run is left pending (ExtraRun.pending), for finish_beside."""
     compiled = ExtraRun("torch_compile", hint="kernel_fn under torch.compile(fullgraph=True)",
                         compat=True, required=config.torch_compile == "require")
     graphed = ExtraRun("cuda_graph", hint="kernel_fn replayed from a CUDA graph",
@@ -119,7 +122,10 @@ def compat_runs(km: KernelModule, case: Case, inputs: list[Any], reference: list
             run.kept = kept.passed_before(run.key)
             if run.kept:
                 run.notes = kept.notes(run.key)
-    if not compiled.skipped and not compiled.kept:
+    if not compiled.skipped and not compiled.kept and beside is not None:
+        compiled.pending = Pending(case.index, inputs_digest(inputs), clone_inputs(inputs), list(reference),
+                                   list(native), list(rounded))
+    elif not compiled.skipped and not compiled.kept:
         announce("the torch.compile check")
         _torch_compile(km, inputs, reference, compiled)
     if not graphed.skipped and not graphed.kept:
@@ -157,6 +163,17 @@ def torch_compile_to_run(km: KernelModule, cases: list[Case], config: VerifyConf
     if config.torch_compile == "off" or interpret or km.gradients or live:
         return False
     return any(not kept.passed_before(kept.key(case, "torch_compile")) for case in cases if case.index in anchors)
+
+
+def torch_compile_cases(km: KernelModule, config: VerifyConfig, indices: list[int] | None,
+                        kept_findings: Mapping[str, dict] | None) -> list[Case]:
+    """The cases the torch.compile check runs on in a run, found without the worker (the process beside it:
+    verify/compat_beside.py): the first verification case of each dtype among those asked for (`indices`), whose
+    pass is not kept. The worker finds the same (verify/battery.run_verification, compat_runs)."""
+    selected = select_cases(km.cases, indices, "verify")
+    anchors = first_case_per_dtype(selected)
+    kept = KeptFindings(km, config, kept_findings)
+    return [c for c in selected if c.index in anchors and not kept.passed_before(kept.key(c, "torch_compile"))]
 
 
 class KeptFindings:
@@ -231,9 +248,9 @@ def project_digest(folder: str) -> str:
     return digest.hexdigest()
 
 
-def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
-    cache = compiled_context.cache_dir()
-    eager = compiled_context.kernels_in(cache)  # the kernels the case's calls compiled, called as they are
+def compiled_call(km: KernelModule, inputs: list[Any]) -> tuple[Outputs | None, str, str]:
+    """kernel_fn under torch.compile(fullgraph=True) on a copy of `inputs`: its flattened outputs, or None with the
+    error's line and its whole text (a graph break or a compile error is the finding)."""
     try:
         import torch._dynamo
 
@@ -241,20 +258,57 @@ def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], ru
         compiled = torch.compile(km.kernel_fn, fullgraph=True, dynamic=False)
         out = compiled(*clone_inputs(inputs))
         torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001 - a graph break or a compile error is the finding
-        run.error, run.detail = describe_compile_failure(exc), whole_error(exc)
-        return
+    except Exception as exc:  # noqa: BLE001
+        return None, describe_compile_failure(exc), whole_error(exc)
     finally:
         try:
             torch._dynamo.reset()
         except Exception:  # noqa: BLE001
             pass
-    flat = flatten_outputs(out)
+    return flatten_outputs(out), "", ""
+
+
+def _torch_compile(km: KernelModule, inputs: list[Any], reference: list[Any], run: ExtraRun) -> None:
+    cache = compiled_context.cache_dir()
+    eager = compiled_context.kernels_in(cache)  # the kernels the case's calls compiled, called as they are
+    flat, run.error, run.detail = compiled_call(km, inputs)
+    if flat is None:
+        return
     run.outputs, run.names, run.reference = [t.detach() for t in flat.tensors], flat.names, list(reference)
+    run.notes = scalar_notes(eager, compiled_context.kernels_in(cache))
+
+
+def scalar_notes(eager: dict[str, Any], after: dict[str, Any]) -> list[str]:
     try:
-        run.notes = compiled_context.changed_scalars(eager, compiled_context.kernels_in(cache))
+        return compiled_context.changed_scalars(eager, after)
     except Exception:  # noqa: BLE001 - a note, never a reason the check fails
-        run.notes = []
+        return []
+
+
+def finish_beside(km: KernelModule, run: ExtraRun, beside: CheckBeside,
+                  announce: Callable[[str], None] = lambda check: None, log: Callable[[str], None] = lambda t: None,
+                  ) -> None:
+    """The torch.compile check of a case that `compat_runs` left to the process beside the worker
+    (verify/compat_beside.py): its result taken into `run`, or, where it has none, the check run here."""
+    pending: Pending = run.pending
+    run.pending = None
+    announce("the torch.compile check, in its own process")
+    device = next((t.device for t in pending.reference if isinstance(t, torch.Tensor)), None)
+    got = beside.result(pending.case_index, pending.digest, device)
+    if got.data is None:
+        log(f"case {pending.case_index}: the torch.compile check runs in the worker: {got.why}")
+        announce("the torch.compile check")
+        _torch_compile(km, pending.inputs, pending.reference, run)
+    else:
+        data = got.data
+        run.error, run.detail = data["error"], data["detail"]
+        if not run.error:
+            run.outputs, run.names, run.reference = list(data["outputs"]), list(data["names"]), list(pending.reference)
+            cache = compiled_context.kernels_in(compiled_context.cache_dir())
+            added = set(data["new_entries"])
+            run.notes = scalar_notes({k: v for k, v in cache.items() if k not in added}, cache)
+    if run.outputs:
+        run.native, run.rounded = list(pending.native), list(pending.rounded)
 
 
 WHOLE_ERROR_LIMIT = 20_000  # characters of an error kept for the record (Inductor's can hold generated code)

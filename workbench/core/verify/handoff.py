@@ -94,6 +94,9 @@ class ExtraRun:
     detail: str = ""  # the whole error, where `error` is its line
     refused: str = ""  # kernel_fn refused what this run handed it, before any launch (verify/layouts.py)
     notes: list[str] = field(default_factory=list)  # what the run noticed beside its outcome (compiled_context.py)
+    # The torch.compile check left to its own process (verify/compat_beside.Pending): taken in before the case
+    # goes to the judge (compat.finish_beside), so never part of what is handed over
+    pending: Any = None
 
 
 TENSOR_LISTS = ("first", "second", "reference", "native", "rounded", "before", "after", "sample_index")

@@ -6,6 +6,7 @@
     compile_pool    compile processes without a GPU, and the GPU worker's server for them
     precompile      the stage that compiles a shard's benchmark cases ahead; compile-only launches
     compiler_warmup, launcher_cache   the compiler's first-use costs paid ahead; launchers kept across saves
+    torch_compile_process   the torch.compile check, in a process started with a verification on a GPU
 
 Never imported by the parent's modules, except for the constants of run/protocol.py.
 """

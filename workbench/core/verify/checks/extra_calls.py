@@ -105,7 +105,8 @@ class ExtraCalls(Unit):
                             data.rounded if fresh is None else fresh_rounded, battery.config, battery.interpret,
                             battery.anchors, live=battery.live, kept=battery.kept_findings,
                             announce=lambda check: battery.emit(StageChanged(stage=CHECKING, detail=check,
-                                                                             case_index=case.index)))
+                                                                             case_index=case.index)),
+                            beside=getattr(battery, "beside", None))
         runs += layout_runs(lambda args: calls.call(args, "layout"), battery.km.reference_fn,
                             originals, data.reference, data.native, data.rounded, battery.config,
                             skip=once_per_dtype(case, battery.layout_anchors), live=battery.live)
