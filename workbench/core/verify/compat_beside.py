@@ -38,7 +38,7 @@ from . import compiled_context
 from .tensors import Outputs
 
 PLAN, FAILED = "plan.json", "failed.txt"
-FRESH_SEED = 0x5EED  # the fresh inputs of a case: torch.manual_seed(FRESH_SEED + case.index) (checks/extra_calls.py)
+FRESH_SEED = 0x5EED  # a case's fresh inputs (the repeat call's, checks/extra_calls.py): seeded with FRESH_SEED + its index
 WAIT_S = 240.0  # the longest the worker waits for one case's result (the checking stage's time-out is 300 s)
 POLL_S = 0.02
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ...events import CaseResult, StageChanged
 from ...project.contract import first_line
 from ...stage import CHECKING, ContextPoisoned, RunAborted
 from ..compat import compat_runs
+from ..compat_beside import fresh_inputs
 from ..edge_cases import once_per_dtype
 from ..handoff import ExtraRun
 from ..layouts import layout_runs
@@ -67,9 +66,7 @@ class ExtraCalls(Unit):
                                                         + " (in the interpreter; every case on a GPU)")
         else:
             try:
-                torch.manual_seed(0x5EED + case.index)
-                fresh = battery.km.get_inputs(**case.params)
-                fresh = list(fresh)
+                fresh = fresh_inputs(battery.km, case)  # as the torch.compile check's own process builds them
                 fresh_reference = battery.reference(fresh, case, quiet=True, native=True)
                 fresh_ref = fresh_reference.outputs.tensors
                 fresh_native = [] if fresh_reference.native is None else fresh_reference.native.tensors
