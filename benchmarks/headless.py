@@ -190,7 +190,8 @@ def fresh_machine(work: Path, out: Path, repeats: int, summary: dict) -> None:
             if suffix == "-off":
                 toml = copy / "workbench.toml"
                 toml.write_text(toml.read_text().replace('# torch_compile = "check"', 'torch_compile = "off"', 1))
-            run = timed(["verify", str(copy), "--json"], out, f"fresh-verify-{n}{suffix}", env={**fresh_caches(), **env})
+            run = timed(["verify", str(copy), "--json"], out, f"fresh-verify-{n}{suffix}",
+                        env={**fresh_caches(), **env})
             times[label].append(run["wall_s"])
             breakdowns.append({"name": run["name"], "exit": run["exit"], **breakdown(run)})
     base = statistics.median(times["plain"])

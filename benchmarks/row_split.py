@@ -27,10 +27,9 @@ own wide-row kernel at larger tiles and other warp counts, and a copy of it whos
 pipelined (tl.range(num_stages=...)): the loads of the next tiles issued while this one is reduced or written.
 Not yet measured on a GPU.
 
-It prints, for each shape, the
-scaffold, the wide-kernel variants, the split candidate at a few piece sizes and lags, and a Triton copy of the same bytes, all
-timed by `timers.measure` with the case's bytes (the write-back rule applies), and writes
-$OUT/row_split.json.
+It prints, for each shape, the scaffold, the wide-kernel variants, the split candidate at a few piece sizes and
+lags, and a Triton copy of the same bytes, all timed by `timers.measure` with the case's bytes (the write-back
+rule applies), and writes $OUT/row_split.json.
 """
 
 from __future__ import annotations
