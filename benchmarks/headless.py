@@ -135,11 +135,16 @@ def breakdown(run: dict) -> dict:
     }
 
 
+SCRATCH: list[Path] = []  # the folder of the fresh caches, made on first use, removed at the end (main)
+
+
 def fresh_caches() -> dict[str, str]:
     """What a fresh CI machine has kept: nothing. Empty Triton, Inductor and workbench caches for one command."""
-    return {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="fresh-triton-"),
-            "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="fresh-inductor-"),
-            "WORKBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="fresh-workbench-")}
+    if not SCRATCH:
+        SCRATCH.append(Path(tempfile.mkdtemp(prefix="headless-caches-")))
+    return {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix="triton-", dir=SCRATCH[0]),
+            "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-", dir=SCRATCH[0]),
+            "WORKBENCH_CACHE_DIR": tempfile.mkdtemp(prefix="workbench-", dir=SCRATCH[0])}
 
 
 def plain(kernel: Path, out: Path, source: str = PLAIN_VERIFY, name: str = "plain") -> float:
@@ -338,6 +343,8 @@ def main() -> int:
     finally:
         (args.out / "headless.json").write_text(json.dumps(summary, indent=1))
         shutil.rmtree(work, ignore_errors=True)
+        for folder in SCRATCH:
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

@@ -17,14 +17,16 @@ import importlib.util, sys, time, torch, triton
 spec = importlib.util.spec_from_file_location("user_kernel", sys.argv[1])
 km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
 cases = [dict(c) for c in getattr(km, "CASES", [{}])]
+purpose = lambda case: case.get("purpose", "verify")
+params = lambda case: {k: v for k, v in case.items() if k != "purpose"}
+tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
 '''
 
 PLAIN_VERIFY = LOAD_KERNEL + '''
-tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
 for case in cases:
-    if case.pop("purpose", "verify") != "verify":
+    if purpose(case) != "verify":
         continue
-    inputs = km.get_inputs(**case)
+    inputs = km.get_inputs(**params(case))
     out = km.kernel_fn(*inputs)
     ref = km.reference_fn(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
     t = tol.get(out.dtype, 1e-5)
@@ -35,32 +37,30 @@ print("VERDICT passed", flush=True)
 PLAIN_BENCH = LOAD_KERNEL + '''
 from triton.testing import do_bench
 for case in cases:
-    if case.pop("purpose", "verify") != "bench":
+    if purpose(case) != "bench":
         continue
-    inputs = km.get_inputs(**case)
+    inputs = km.get_inputs(**params(case))
     ms = do_bench(lambda: km.kernel_fn(*inputs))
     ref_ms = do_bench(lambda: km.reference_fn(*inputs))
-    print(f"BENCH {case} kernel {ms:.4f} ms reference {ref_ms:.4f} ms", flush=True)
+    print(f"BENCH {params(case)} kernel {ms:.4f} ms reference {ref_ms:.4f} ms", flush=True)
 '''
 
 COMPILE_CHECK = '''
 import torch._dynamo, torch._inductor.compile_fx
 seen = set()
 for case in cases:
-    if case.get("purpose", "verify") != "verify" or case.get("dtype") in seen:
+    if purpose(case) != "verify" or case.get("dtype") in seen:
         continue
     seen.add(case.get("dtype"))
-    params = {k: v for k, v in case.items() if k != "purpose"}
-    inputs = km.get_inputs(**params)
+    inputs = km.get_inputs(**params(case))
     torch._dynamo.reset()
     out = torch.compile(km.kernel_fn, fullgraph=True, dynamic=False)(*inputs)
     ref = km.reference_fn(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
-    t = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}.get(out.dtype, 1e-5)
+    t = tol.get(out.dtype, 1e-5)
     torch.testing.assert_close(out, ref.to(out.dtype), rtol=t, atol=t)
 print("TORCH_COMPILE_CHECK passed", flush=True)
 '''
 
-PLAIN_VERIFY_COMPILED = PLAIN_VERIFY.replace("for case in cases:", "for case in [dict(c) for c in cases]:", 1) \
-    + COMPILE_CHECK
+PLAIN_VERIFY_COMPILED = PLAIN_VERIFY + COMPILE_CHECK
 COMPILE_CHECK_ALONE = LOAD_KERNEL + COMPILE_CHECK
 COMPILE_CHECK_FLOOR = "import os\nos.environ['TORCHINDUCTOR_COMPILE_THREADS'] = '1'\n" + COMPILE_CHECK_ALONE

@@ -52,6 +52,11 @@ def shared_mode(directory: bool = False) -> int:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """atomic_write_bytes of `text` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write a file so that a reader sees the old content or the new, never half of it; with the mode the file
     had, or a plain open()'s."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,8 +66,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         mode = shared_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)

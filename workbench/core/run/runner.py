@@ -73,12 +73,15 @@ class CompileCheck:
     def for_job(self, job: Job) -> Job:
         return replace(job, compile_check={"folder": self.folder, "pid": self.proc.pid})
 
-    def stop(self) -> None:
+    def kill(self) -> None:
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # its own session (start_new_session)
             except OSError:
                 pass
+
+    def stop(self) -> None:
+        self.kill()
         self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -197,12 +200,9 @@ class Runner:
             self.cancel_event.set()
             self.supply.stop_compile_processes()
             self.supply.stop_active()
-            check = self.compile_check
-            if check is not None and check.proc.poll() is None:
-                try:
-                    os.killpg(check.proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            check = self.compile_check  # the run's own finally may clear it meanwhile
+            if check is not None:
+                check.kill()
 
     def close(self) -> None:
         self.cancel()

@@ -162,7 +162,7 @@ def torch_compile_to_run(km: KernelModule, cases: list[Case], config: VerifyConf
     kernel, not live, an anchor, its pass not kept)."""
     if config.torch_compile == "off" or interpret or km.gradients or live:
         return False
-    return any(not kept.passed_before(kept.key(case, "torch_compile")) for case in cases if case.index in anchors)
+    return any(kept.to_run(case, "torch_compile") for case in cases if case.index in anchors)
 
 
 def torch_compile_cases(km: KernelModule, config: VerifyConfig, indices: list[int] | None,
@@ -173,7 +173,7 @@ def torch_compile_cases(km: KernelModule, config: VerifyConfig, indices: list[in
     selected = select_cases(km.cases, indices, "verify")
     anchors = first_case_per_dtype(selected)
     kept = KeptFindings(km, config, kept_findings)
-    return [c for c in selected if c.index in anchors and not kept.passed_before(kept.key(c, "torch_compile"))]
+    return [c for c in selected if c.index in anchors and kept.to_run(c, "torch_compile")]
 
 
 class KeptFindings:
@@ -193,6 +193,10 @@ class KeptFindings:
         """What the pass kept under `key` noted beside its outcome (compiled_context.py): said again when kept."""
         notes = (self.passed.get(key) or {}).get("notes")
         return [str(note) for note in notes] if isinstance(notes, list) else []
+
+    def to_run(self, case: Case, check: str) -> bool:
+        """Whether `check` runs on `case` in this run: no pass of it is kept."""
+        return not self.passed_before(self.key(case, check))
 
     def passed_before(self, key: str) -> str:
         """What the record says of a pass kept under `key` ("" when there is none)."""

@@ -23,8 +23,8 @@ the same ExtraRun.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..fsutil import atomic_write_bytes, atomic_write_text
 from ..project.contract import Case, KernelModule
 from . import compiled_context
 from .tensors import Outputs
@@ -87,7 +88,7 @@ def check_cases(km: KernelModule, cases: list[Case], folder: Path,
                 call: Callable[[KernelModule, list[Any]], tuple[Outputs | None, str, str]]) -> None:
     """The process's work: for each case (compat.torch_compile_cases), its fresh inputs, `call` (compat.compiled_call:
     kernel_fn under torch.compile) and its result written to `folder` (case_file), each file whole or not at all."""
-    write_atomic(folder / PLAN, json.dumps([c.index for c in cases]).encode())
+    atomic_write_text(folder / PLAN, json.dumps([c.index for c in cases]))
     cache = compiled_context.cache_dir()
     for case in cases:
         inputs = fresh_inputs(km, case)
@@ -98,15 +99,9 @@ def check_cases(km: KernelModule, cases: list[Case], folder: Path,
         result = {"digest": digest, "error": error, "detail": detail, "new_entries": added,
                   "names": list(outputs.names) if outputs else [],
                   "outputs": [t.detach().cpu() for t in outputs.tensors] if outputs else []}
-        temp = folder / f".case-{case.index}.tmp"
-        torch.save(result, temp)
-        os.replace(temp, case_file(folder, case.index))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    temp = path.with_name(f".{path.name}.tmp")
-    temp.write_bytes(data)
-    os.replace(temp, path)
+        packed = io.BytesIO()
+        torch.save(result, packed)
+        atomic_write_bytes(case_file(folder, case.index), packed.getvalue())
 
 
 @dataclass
@@ -135,6 +130,7 @@ class CheckBeside:
 
     def __init__(self, folder: str | Path, pid: int = 0, wait_s: float = WAIT_S):
         self.folder, self.pid, self.wait_s = Path(folder), pid, wait_s
+        self._plan: list[int] | None = None  # plan.json, once read
 
     @classmethod
     def of_job(cls, compile_check: dict[str, Any] | None) -> CheckBeside | None:
@@ -143,44 +139,48 @@ class CheckBeside:
         return cls(compile_check["folder"], int(compile_check.get("pid") or 0))
 
     def alive(self) -> bool:
+        """Whether the process still runs (an ended one not yet reaped is a zombie, "Z", in /proc; where /proc does
+        not have it, or there is no /proc, it is taken for gone: the worker then checks the case itself)."""
         if not self.pid:
             return True  # no pid given: its files alone say when it is done (tests)
         try:
             with open(f"/proc/{self.pid}/stat") as stat:
-                return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"  # an ended process not yet reaped
+                return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
         except OSError:
+            return False
+
+    def _planned(self) -> list[int] | None:
+        if self._plan is None:
             try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return False
-            except OSError:
-                return True
-            return True
+                self._plan = json.loads((self.folder / PLAN).read_text())
+            except (OSError, ValueError):
+                return None  # not written yet
+        return self._plan
+
+    def _none_coming(self, index: int) -> str:
+        """Why no result for case `index` will come ("" while one may): the process stopped, never planned the
+        case, or ended. Its file is looked for after the process is found ended: it may have written it last."""
+        if (self.folder / FAILED).exists():
+            return "its process stopped: " + (self.folder / FAILED).read_text(errors="replace")[:300]
+        planned = self._planned()
+        if planned is not None and index not in planned:
+            return "its process did not plan this case"
+        if not self.alive() and not case_file(self.folder, index).exists():
+            return "its process ended without a result for this case"
+        return ""
 
     def ready(self, index: int) -> bool:
         """Whether waiting for case `index` would return at once."""
-        return (case_file(self.folder, index).exists() or (self.folder / FAILED).exists() or self._unplanned(index)
-                or not self.alive())
-
-    def _unplanned(self, index: int) -> bool:
-        try:
-            return index not in json.loads((self.folder / PLAN).read_text())
-        except (OSError, ValueError):
-            return False
+        return case_file(self.folder, index).exists() or bool(self._none_coming(index))
 
     def result(self, index: int, digest: str, device: Any = None) -> Result:
         """Case `index`'s result, waited for (at most wait_s), its outputs on `device`; or why there is none."""
         path = case_file(self.folder, index)
         deadline = time.monotonic() + self.wait_s
         while not path.exists():
-            if (self.folder / FAILED).exists():
-                return Result(why="its process stopped: " + (self.folder / FAILED).read_text(errors="replace")[:300])
-            if self._unplanned(index):
-                return Result(why="its process did not plan this case")
-            if not self.alive():
-                if path.exists():
-                    break
-                return Result(why="its process ended without a result for this case")
+            why = self._none_coming(index)
+            if why:
+                return Result(why=why)
             if time.monotonic() > deadline:
                 return Result(why=f"its process gave no result within {self.wait_s:.0f} s")
             time.sleep(POLL_S)

@@ -20,12 +20,13 @@ from ..protocol import die_with_parent
 def main(argv: list[str]) -> int:
     die_with_parent()
     job_file, folder = Path(argv[0]), Path(argv[1])
-    from ...verify.compat_beside import FAILED, write_atomic
+    from ...fsutil import atomic_write_text
+    from ...verify.compat_beside import FAILED
 
     try:
         return run(job_file, folder)
     except BaseException as exc:  # noqa: BLE001 - said in failed.txt: the worker checks every case itself
-        write_atomic(folder / FAILED, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}".encode())
+        atomic_write_text(folder / FAILED, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         return 1
 
 
@@ -44,20 +45,21 @@ def run(job_file: Path, folder: Path) -> int:
     from ...project.contract import ContractError, find_autotuners, load_kernel
     from ...verify.battery import apply_pins
     from ...verify.compat import compiled_call, torch_compile_cases
-    from ...verify.compat_beside import FAILED, check_cases, write_atomic
+    from ...fsutil import atomic_write_text
+    from ...verify.compat_beside import FAILED, check_cases
     from ...verify.gradients import for_training
 
     if not torch.cuda.is_available():
-        write_atomic(folder / FAILED, b"no CUDA GPU visible to torch")
+        atomic_write_text(folder / FAILED, "no CUDA GPU visible to torch")
         return 0
     config = ProjectConfig.from_dict(job.config).verify
     try:
         km = for_training(load_kernel(Path(job.kernel_path)), config.backward, config.require_triton)
     except ContractError as exc:
-        write_atomic(folder / FAILED, f"kernel.py could not be used: {exc.problem.message}".encode())
+        atomic_write_text(folder / FAILED, f"kernel.py could not be used: {exc.problem.message}")
         return 0
     if km.gradients:
-        write_atomic(folder / FAILED, b"a training kernel: the check is not run on it")
+        atomic_write_text(folder / FAILED, "a training kernel: the check is not run on it")
         return 0
     cases = torch_compile_cases(km, config, job.case_indices, job.kept_findings)
     if cases:  # none where every case's pass is kept: Dynamo and Inductor are not even imported
