@@ -281,3 +281,107 @@ STRAIGHT_THROUGH = FUSED_CROSS_ENTROPY.replace('''def cross_entropy(logits, targ
         values = FusedCrossEntropy.apply(logits, target)
     in_torch = torch.nn.functional.cross_entropy(logits.float(), target, reduction=REDUCTION)
     return in_torch + (values - in_torch).detach()''')
+
+# A LayerNorm for training whose backward rounds as a GPU compiler has it round: g = dy * w - mean(g) - xhat * dot
+# contracted, the product kept exact in one FMA while the row's sums use it rounded (the fp-contract LLVM applies
+# to every Triton kernel; written out here with tl.fma so that the interpreter rounds the same way). Over a
+# single column dx is exactly 0 in exact arithmetic, and torch's own float32 autograd, which rounds the product
+# once everywhere, gets exactly 0 too; this kernel gets the product's rounding error times rstd = 1/sqrt(eps).
+LAYERNORM_TRAIN_FMA = '''"""LayerNorm for training: mean and rstd saved by the forward, dx per row by the backward (the difference
+g - mean(g) - xhat * dot in one FMA, as the compiler contracts it), dw and db as per-row partial sums torch adds."""
+import torch
+import triton
+import triton.language as tl
+
+EPS = 1e-5
+SEED = 4  # inputs on which the old floor-only budget failed this correct kernel (dx off by 3.3e-5)
+
+
+@triton.jit
+def _ln_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / n_cols
+    centered = tl.where(mask, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(centered * centered, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+    tl.store(mean_ptr + row, mean)
+    tl.store(rstd_ptr + row, rstd)
+    tl.store(y_ptr + row * stride + cols, centered * rstd * w + b, mask=mask)
+
+
+@triton.jit
+def _ln_bwd(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, db_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
+    dy = tl.load(dy_ptr + row * stride + cols, mask=mask, other=0.0)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+    mean = tl.load(mean_ptr + row)
+    rstd = tl.load(rstd_ptr + row)
+    xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+    g = dy * w
+    dot = tl.sum(xhat * g, axis=0) / n_cols
+    g_mean = tl.sum(g, axis=0) / n_cols
+    dx = tl.fma(dy, w, -(g_mean + xhat * dot)) * rstd
+    tl.store(dx_ptr + row * stride + cols, dx, mask=mask)
+    tl.store(dw_ptr + row * n_cols + cols, dy * xhat, mask=mask)
+    tl.store(db_ptr + row * n_cols + cols, dy, mask=mask)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        n_rows, n_cols = x2.shape
+        y = torch.empty_like(x2)
+        mean = torch.empty(n_rows, device=x.device, dtype=torch.float32)
+        rstd = torch.empty(n_rows, device=x.device, dtype=torch.float32)
+        _ln_fwd[(n_rows,)](x2, w, b, y, mean, rstd, x2.stride(0), n_cols, EPS, BLOCK=triton.next_power_of_2(n_cols))
+        ctx.save_for_backward(x2, w, mean, rstd)
+        ctx.shape = x.shape
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w, mean, rstd = ctx.saved_tensors
+        n_rows, n_cols = x2.shape
+        dy2 = dy.reshape(-1, n_cols).contiguous()
+        dx = torch.empty_like(x2)
+        dw = torch.empty(n_rows, n_cols, device=x2.device, dtype=torch.float32)
+        db = torch.empty(n_rows, n_cols, device=x2.device, dtype=torch.float32)
+        _ln_bwd[(n_rows,)](dy2, x2, w, mean, rstd, dx, dw, db, x2.stride(0), n_cols,
+                           BLOCK=triton.next_power_of_2(n_cols))
+        return dx.view(ctx.shape), dw.sum(0), db.sum(0)
+
+
+def layernorm(x, w, b):
+    return LayerNormFunction.apply(x, w, b)
+
+
+kernel_fn = layernorm
+
+
+def reference_fn(x, weight, bias):
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)
+    return (x - mean) * torch.rsqrt(var + EPS) * weight + bias
+
+
+# 64 rows of one column: 64 draws of the product's rounding (the upstream gradients differ), times rstd = 316
+CASES = [{"rows": 64, "cols": 1}, {"rows": 9, "cols": 127}]
+
+
+def get_inputs(rows=9, cols=127):
+    # drawn from a seeded generator: the same inputs on every run
+    generator = torch.Generator().manual_seed(SEED)
+    x, w, b = (torch.randn(shape, generator=generator) for shape in ((rows, cols), (cols,), (cols,)))
+    return [t.to("cuda").requires_grad_() for t in (x, w, b)]
+'''
+# dx without the term through the row's variance: wrong wherever a row has more than one column
+LAYERNORM_TRAIN_FMA_WRONG_DX = LAYERNORM_TRAIN_FMA.replace("tl.fma(dy, w, -(g_mean + xhat * dot))",
+                                                           "tl.fma(dy, w, -g_mean)")

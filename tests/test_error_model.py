@@ -135,7 +135,7 @@ def test_rounding_in_the_middle_is_budgeted_by_the_inputs_rounded_once_more():
         assert cmp.passed, (seed, cmp.messages)
         wrong = compare(_weight_grad(x, dy, torch.float16, rstd_scale=1.02).half(), r, tol, native=native, rounded=p)
         assert not wrong.passed, seed
-        assert "the error one more float16 rounding of the inputs makes" in wrong.messages[0]
+        assert "the error one more float16 rounding of the inputs and intermediates makes" in wrong.messages[0]
     assert past_torch_alone  # the draws where torch's own error alone is too small a budget
 
 
@@ -148,6 +148,57 @@ def test_inputs_rounded_once_more_move_each_float_by_at_most_its_unit_roundoff()
     relative = ((moved[0] - x.double()) / x.double()).abs()
     assert float(relative.max()) <= 2.0 ** -8 and float(relative.mean()) > 2.0 ** -11  # up to u, not a no-op
     assert torch.equal(moved[0], rounded_once_more([x])[0])  # the same on every run
+
+
+def test_each_op_that_rounds_is_moved_by_at_most_float32s_unit_and_the_exact_ones_not_at_all():
+    """RoundEachOp: the results of arithmetic (forward, backward, in place) move by up to float32's unit roundoff,
+    differently on another draw and the same on the same one; a max, a where, an index, a copy stay exact, so a
+    mask built on them does not flip."""
+    from workbench.core.verify.error_model import INTERMEDIATE_UNIT, RoundEachOp
+
+    def run(draw):
+        x = torch.linspace(0.5, 2.0, 96, dtype=torch.float64).reshape(8, 12).requires_grad_()
+        with RoundEachOp(draw):
+            y = (x.exp() * 3).sum(-1)
+            top = x.max(-1, keepdim=True).values
+            hit = torch.where(x == top, 1.0, 0.0)
+            picked = x[:, 3].clone()
+            z = x.detach().clone()
+            z.mul_(5.0)
+            grad, = torch.autograd.grad(y.sum(), [x])
+        return x.detach(), y, hit, picked, z, grad
+
+    x, y, hit, picked, z, grad = run(0)
+    exact = (x.exp() * 3).sum(-1)
+    for moved, truth in ((y, exact), (z, 5 * x), (grad, 3 * x.exp())):
+        relative = ((moved.detach() - truth) / truth).abs()
+        assert 0 < float(relative.max()) <= 4 * INTERMEDIATE_UNIT  # a few roundings deep at most
+    assert float(hit.sum()) == 8 and torch.equal(picked, x[:, 3])
+    assert torch.equal(y, run(0)[1]) and not torch.equal(y, run(1)[1])
+
+
+def test_a_difference_exact_in_torchs_order_is_budgeted_by_its_terms_rounding():
+    """A one-column LayerNorm's dx is exactly 0 and so is torch's float32 result; a kernel off by one rounding
+    of the terms (times rstd) passes on the intermediates' rounding, and one off by 1e-3 does not."""
+    from workbench.core.verify.error_model import RoundEachOp
+
+    def dx(x, w, dy):
+        x = x.detach().requires_grad_()
+        mean = x.mean(-1, keepdim=True)
+        y = (x - mean) * torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + 1e-5) * w
+        return torch.autograd.grad(y, [x], dy)[0]
+
+    generator = torch.Generator().manual_seed(4)
+    x, w, dy = (torch.randn(64, 1, generator=generator, dtype=torch.float64) for _ in range(3))
+    r, native = dx(x, w, dy), dx(x.float(), w.float(), dy.float())
+    assert not bool(r.any()) and not bool(native.any())  # exactly 0, torch's float32 too
+    with RoundEachOp():
+        p = dx(x, w, dy)
+    kernel = (w * dy - (w * dy).float().double()) * 1e-5 ** -0.5  # the product's rounding, times rstd
+    tol = DEFAULT_TOLERANCES["float32"]
+    assert float(kernel.abs().max()) > tol.atol and not compare(kernel.float(), r, tol, native=native).passed
+    assert compare(kernel.float(), r, tol, native=native, rounded=p).passed
+    assert not compare(torch.full((64, 1), 1e-3), r, tol, native=native, rounded=p).passed
 
 
 def test_a_few_elements_that_jump_under_the_perturbation_set_no_budget():
@@ -262,9 +313,9 @@ def test_what_was_compared_is_said_once_per_output_at_its_worst():
     text = describe_compared([entry("y", 1.2), entry("y", 1.6), entry("grad x", None, "float32", 1e-5),
                               entry("idx", None, "int64", 0.0), rounded])
     assert text.startswith("compared: y 1.6x torch's own bfloat16 error, grad x within the float32 floor, "
-                           "idx exact (int64), grad w 0.9x a float16 rounding of the inputs")
-    assert ("budget: 2x the inputs' dtype's own error, torch's or one more rounding of the inputs', never below "
-            "the dtype's floor") in text
+                           "idx exact (int64), grad w 0.9x a float16 rounding of the inputs and intermediates")
+    assert ("budget: 2x the inputs' dtype's own error, torch's or one more rounding of the inputs' and "
+            "intermediates', never below the dtype's floor") in text
     assert describe_compared([]) == ""
     nan = {**entry("y", None, "float32", 1e-5), "passed": False}  # failed on NaN: no multiple to give
     assert describe_compared([nan]).startswith("compared: y failed (see above)")

@@ -33,8 +33,8 @@ overrides what it names:
                                  # passes 2^31 elements (false, or the size parameter to scale: "rows")
                                  # (verify/large_index.py)
     error_factor = 2.0           # an output may be off by this many times the inputs' dtype's own error (torch's,
-                                 # or one more rounding of the inputs'), never below the dtype's tolerance
-                                 # (verify/error_model.py)
+                                 # or one more rounding of the inputs' and intermediates'), never below the
+                                 # dtype's tolerance (verify/error_model.py)
 
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"

@@ -21,15 +21,15 @@ def describe_compared(entries: list[dict[str, Any]]) -> str:
     parts = [f"{name} {compared_words(entry)}" for name, entry in worst.items()]
     factor = next(iter(worst.values()))["factor"]
     return (f"compared: {', '.join(parts)} (at worst; budget: {factor:g}x the inputs' dtype's own error, torch's "
-            f"or one more rounding of the inputs', never below the dtype's floor)")
+            f"or one more rounding of the inputs' and intermediates', never below the dtype's floor)")
 
 
 def compared_words(entry: dict[str, Any]) -> str:
     """One output's error against its budget: "1.3x torch's own bfloat16 error", "0.8x a float16 rounding of the
-    inputs", "within the float32 floor"."""
+    inputs and intermediates", "within the float32 floor"."""
     if entry["multiple"] is not None:
         if entry.get("source") == "inputs":
-            return f"{entry['multiple']:.2g}x a {entry['torch_dtype']} rounding of the inputs"
+            return f"{entry['multiple']:.2g}x a {entry['torch_dtype']} rounding of the inputs and intermediates"
         return f"{entry['multiple']:.2g}x torch's own {entry['torch_dtype']} error"
     if not entry["passed"]:  # NaN where the reference has numbers, elements never written: said in its messages
         return "failed (see above)"

@@ -15,14 +15,23 @@ own dtype) and `o` the kernel's output, element i of a floating-point output pas
                                                      unit roundoff)
 
 `p` is reference_fn in float64 on the inputs each rounded once more: every float element moved by a random
-fraction of its dtype's unit roundoff (u = eps/2: 2^-11 in float16, 2^-8 in bfloat16, 2^-24 in float32).
-torch keeps its intermediates in float32 and rounds once, at the end; a correct kernel that keeps a
-statistic or a partial result in the inputs' dtype (a LayerNorm saving mean and rstd in float16, an input
-cast before a product) rounds in the middle too, and what that costs is how sensitive the output is to its
-inputs: a weight gradient summed over rows, a normalisation at an offset of 1000. E_p measures that sensitivity
-with the op itself. Its spread is the largest relative error, but at most 4x the 99th percentile: an output
-that jumps (a rounding step, an argmax) moves a whole step where the perturbation crosses it, and those few
-elements must not become everyone's budget.
+fraction of its dtype's unit roundoff (u = eps/2: 2^-11 in float16, 2^-8 in bfloat16, 2^-24 in float32),
+and with each of its own arithmetic results (forward and backward: every aten op that rounds in float32, an
+add, a sum, an exp, a matmul) moved by a random fraction of float32's unit roundoff, the precision a kernel
+keeps its intermediates in (RoundEachOp). torch keeps its intermediates in float32 and rounds once, at the
+end; a correct kernel that keeps a statistic or a partial result in the inputs' dtype (a LayerNorm saving
+mean and rstd in float16, an input cast before a product) rounds in the middle too, and what that costs is how
+sensitive the output is to its inputs: a weight gradient summed over rows, a normalisation at an offset of
+1000. And a correct kernel rounds its intermediates in another order than torch's: the compiler contracts
+dy * w - mean(dy * w) into one FMA, so the product is rounded in the mean and exact in the difference; where
+such terms cancel (a LayerNorm's dx over a single column is exactly 0, a difference of terms that rstd =
+1/sqrt(eps) scales by 316) torch's own result is exact by luck of its order and the kernel's is one rounding
+of the terms away. E_p measures both sensitivities with the op itself. Its spread is the largest relative
+error, but at most 4x the 99th percentile: an output that jumps (a rounding step, an argmax) moves a whole
+step where the perturbation crosses it, and those few elements must not become everyone's budget. The ops
+that are exact (a copy, a max, a where, an index) are left as they are, so nothing jumps that would not. A
+draw of rounding can land near zero by luck too; an output of fewer than 8 elements takes p from several
+draws (ROUNDING_DRAWS), each element the draw farthest from r.
 
 F is `[verify] error_factor` (2: FlashAttention's tests allow twice PyTorch's own error in the same precision).
 atol is an absolute error for outputs of order 1; an output whose typical element is 4000 (a matmul of inputs
@@ -52,6 +61,8 @@ from typing import Any
 
 import torch
 
+from torch.utils._python_dispatch import TorchDispatchMode
+
 from ..project.config import Tolerance
 from .tensors import seeded_generator
 
@@ -70,7 +81,7 @@ class TorchError:
     absolute_max: float  # max_j |n_j - r_j| (or |p_j - r_j| where the rounded inputs set the budget)
     norm: float | None  # ||n - r|| / ||r|| over the elements above atol (None when too few)
     dtype: str  # the dtype torch computed in
-    source: str = "torch"  # what set E: "torch" (E_n) or "inputs" (E_p, the inputs rounded once more)
+    source: str = "torch"  # what set E: "torch" (E_n) or "inputs" (E_p, the inputs and intermediates rounded once more)
 
 
 def _relative(r: torch.Tensor, other: torch.Tensor | None, weight: torch.Tensor,
@@ -89,11 +100,16 @@ def _relative(r: torch.Tensor, other: torch.Tensor | None, weight: torch.Tensor,
     if not bool(positive.any()):
         return 0.0, float(err.max()), err
     rel = err[positive] / weight[positive]
-    top = float(rel.max())
-    if spread and rel.numel() >= 100:
-        p99 = kth_smallest(rel, max(1, int(0.99 * rel.numel())))
-        top = min(top, SPREAD_OF_PERCENTILE * p99)
-    return top, float(err.max()), err
+    return (_spread(rel) if spread else float(rel.max())), float(err.max()), err
+
+
+def _spread(values: torch.Tensor) -> float:
+    """The largest of `values` (a flat tensor), but at most SPREAD_OF_PERCENTILE x their 99th percentile where
+    there are 100 or more."""
+    top = float(values.max())
+    if values.numel() >= 100:
+        top = min(top, SPREAD_OF_PERCENTILE * kth_smallest(values, max(1, int(0.99 * values.numel()))))
+    return top
 
 
 def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significant: torch.Tensor | None = None,
@@ -123,8 +139,16 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
         relative, absolute, source = by_inputs[0], by_inputs[1], "inputs"
     # Where the reference is exactly zero and so is the median (an output that is all zeros in exact
     # arithmetic), torch's error there is absolute: it bounds every element.
+    # The same holds for one more rounding's: a difference that cancels exactly in float64 (and in torch's order)
+    # is one rounding of its terms away in another's.
+    # (Weight is 0 only where r is and so is m: an output that is zero wherever it is finite.)
     positive = weight > 0
-    zero_floor = float(err[~positive].max()) if bool((~positive).any()) else 0.0
+    zero_floor = 0.0
+    if bool((~positive).any()):
+        zero_floor = float(err[~positive].max())
+        moved = 0.0 if by_inputs is None else _spread(by_inputs[2][~positive])
+        if moved > zero_floor and moved > relative * float(weight.max()):
+            zero_floor, absolute, source = moved, moved, "inputs"
     per_element = torch.clamp_min(relative * weight, zero_floor)
     errors = [err] if by_inputs is None else [err, by_inputs[2]]
     if significant is not None and measured:  # the elements where torch's result is finite too
@@ -208,16 +232,115 @@ def integer_matches(o: torch.Tensor, r: torch.Tensor, native: torch.Tensor | Non
     return close, False
 
 
-def rounded_once_more(inputs: list[Any]) -> list[Any]:
+def rounded_once_more(inputs: list[Any], draw: int = 0) -> list[Any]:
     """The inputs in float64, each float element moved by a random fraction (uniform in [-1, 1], the same on
-    every run) of its own dtype's unit roundoff: what reference_fn on them gives is `p` above. Everything
-    else as it was."""
+    every run of the same `draw`) of its own dtype's unit roundoff: what reference_fn on them (under
+    RoundEachOp) gives is `p` above. Everything else as it was."""
     moved = []
     for index, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             unit = torch.finfo(x.dtype).eps / 2
-            generator = seeded_generator(index, x.shape, x.device)
+            generator = seeded_generator(index if draw == 0 else f"{draw}.{index}", x.shape, x.device)
             noise = torch.rand(tuple(x.shape), generator=generator, device=x.device, dtype=torch.float64)
             x = x.detach().to(torch.float64) * (1 + unit * (2 * noise - 1))
         moved.append(x)
     return moved
+
+
+# The aten ops whose result float32 rounds (by name, in-place forms included): RoundEachOp moves their results.
+# The rest are exact (copies, views, indexing, max and min, where, abs, neg, comparisons, clamp, rounding
+# functions) and stay as they are: a max moved off its element no longer equals it, a rounding function moved
+# across a step jumps a whole step.
+ROUNDING_OPS = frozenset("""
+    add sub rsub mul div true_divide addcmul addcdiv lerp reciprocal sqrt rsqrt pow square exp exp2 expm1 log
+    log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh erf erfc erfinv hypot
+    sigmoid logit softplus gelu silu mish elu selu celu logsumexp sum mean prod cumsum cumprod var std var_mean
+    std_mean norm linalg_vector_norm frobenius_norm dot vdot mv mm bmm addmm addmv addbmm baddbmm _softmax
+    _log_softmax _softmax_backward_data _log_softmax_backward_data gelu_backward silu_backward mish_backward
+    sigmoid_backward tanh_backward logit_backward softplus_backward elu_backward native_layer_norm
+    native_layer_norm_backward native_group_norm native_group_norm_backward native_batch_norm
+    native_batch_norm_backward _fused_rms_norm _fused_rms_norm_backward _scaled_dot_product_flash_attention
+    _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention
+    _scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention_backward
+    _scaled_dot_product_efficient_attention_backward _scaled_dot_product_cudnn_attention_backward
+    _scaled_dot_product_flash_attention_for_cpu_backward convolution convolution_backward cross_entropy_loss
+    nll_loss_forward nll_loss_backward mse_loss mse_loss_backward binary_cross_entropy
+    binary_cross_entropy_backward binary_cross_entropy_with_logits smooth_l1_loss huber_loss
+""".split())
+
+INTERMEDIATE_UNIT = 2.0 ** -24  # float32's unit roundoff: a kernel's intermediates
+MIN_ROUNDING_SAMPLES = 8  # an output of fewer elements takes p from several draws
+MAX_ROUNDING_DRAWS = 8
+NOISE_CHUNK = 1 << 24
+
+
+class RoundEachOp(TorchDispatchMode):
+    """Under it, each result of an aten op in ROUNDING_OPS that is float64 is moved by a random fraction (uniform
+    in [-1, 1], the same on every run of the same `draw`) of `unit`: reference_fn run in float64 with each of its
+    intermediate results rounded once more, in float32's precision. Below autograd, so the backward's ops are
+    moved too and no graph records the move."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in dynamo.disable, importing Dynamo (1.5 s) at the first op;
+        # this one compiles nothing.
+        return False
+
+    def __init__(self, draw: int = 0, unit: float = INTERMEDIATE_UNIT):
+        super().__init__()
+        self.draw, self.unit = draw, unit
+        self.generators: dict[torch.device, torch.Generator] = {}
+
+    def _move(self, t: Any) -> None:
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float64 or t.numel() == 0:
+            return
+        generator = self.generators.get(t.device)
+        if generator is None:
+            generator = self.generators[t.device] = seeded_generator(f"ops.{self.draw}", (), t.device)
+        # in pieces of NOISE_CHUNK elements: a benchmark-sized float64 result leaves little memory beside it
+        pieces = [t] if t.numel() <= NOISE_CHUNK or not t.is_contiguous() else t.view(-1).split(NOISE_CHUNK)
+        for piece in pieces:
+            noise = torch.rand(tuple(piece.shape), generator=generator, device=t.device, dtype=torch.float32)
+            piece.addcmul_(piece, noise.mul_(2).sub_(1), value=self.unit)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name.rstrip("_") not in ROUNDING_OPS:
+            return out
+        if name.endswith("_"):  # in place: the result is the first argument
+            self._move(args[0] if args else None)
+        elif not any(r.alias_info is not None for r in func._schema.returns):  # a fresh result, not a view
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                self._move(t)
+        return out
+
+
+def intermediate_unit(inputs: list[Any]) -> float:
+    """The unit RoundEachOp moves intermediates by: float32's, or float64's where every floating-point tensor
+    input is float64 (a kernel in float64 keeps its intermediates in float64)."""
+    units = [torch.finfo(x.dtype).eps / 2 for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    return min(INTERMEDIATE_UNIT, max(units)) if units else INTERMEDIATE_UNIT
+
+
+def rounding_draws(outputs: list[Any]) -> int:
+    """How many draws of p an output set needs: enough that its smallest floating-point output has
+    MIN_ROUNDING_SAMPLES elements' worth (at most MAX_ROUNDING_DRAWS); 1 for outputs of 8 elements or more."""
+    sizes = [t.numel() for t in outputs if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
+    if not sizes:
+        return 1
+    return min(MAX_ROUNDING_DRAWS, -(-MIN_ROUNDING_SAMPLES // min(sizes)))
+
+
+def farthest(truth: Any, draws: list[Any]) -> Any:
+    """Of several draws of one output, element by element the value farthest from `truth` (the first draw where
+    it is not a floating-point tensor of truth's shape)."""
+    best = draws[0]
+    if not (isinstance(truth, torch.Tensor) and truth.is_floating_point() and isinstance(best, torch.Tensor)):
+        return best
+    for other in draws[1:]:
+        if not isinstance(other, torch.Tensor) or other.shape != best.shape or best.shape != truth.shape:
+            return best
+        r = truth.detach().to(best.device, torch.float64)
+        best = torch.where((other.to(torch.float64) - r).abs() > (best.to(torch.float64) - r).abs(), other, best)
+    return best

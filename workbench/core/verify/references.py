@@ -4,7 +4,8 @@
   runs out of memory, else the inputs' own dtype, with a note saying which;
 - `native_reference`: on the inputs as given (`n`: torch in the inputs' dtype, whose outputs' dtypes kernel_fn
   must return and whose distance from `r` is torch's own error);
-- `rounded_reference`: in float64 on the inputs rounded once more (`p`: what one more rounding costs).
+- `rounded_reference`: in float64 on the inputs rounded once more, its intermediates too (`p`: what one more
+  rounding costs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from ..events import Event
 from ..project.contract import Case, KernelModule, first_line, problem_from_exception
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal
-from .error_model import rounded_once_more
+from .error_model import RoundEachOp, farthest, intermediate_unit, rounded_once_more, rounding_draws
 from .handoff import CaseData
 from .tensors import Outputs, aliased_outputs, cast_floats, clone_inputs, flatten_outputs, in_order_of, synchronize
 
@@ -46,7 +47,7 @@ def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Call
             synchronize()
             note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
             return Reference(flatten_outputs(out), note, native_reference(km, inputs)[0] if native else None,
-                             rounded_reference(km, inputs) if dtype == torch.float64 else None,
+                             rounded_reference(km, inputs, flatten_outputs(out)) if dtype == torch.float64 else None,
                              str(dtype).replace("torch.", ""))
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
@@ -83,12 +84,22 @@ def reference_or_skip(km: KernelModule, inputs: list[Any], case: Case, data: Cas
         return None
 
 
-def rounded_reference(km: KernelModule, inputs: list[Any]) -> Outputs | None:
-    """reference_fn in float64 on the inputs rounded once more (verify/error_model.py: how much one more
-    rounding in the inputs' dtype moves the output). None when it raises or does not fit."""
+def rounded_reference(km: KernelModule, inputs: list[Any], truth: Outputs) -> Outputs | None:
+    """reference_fn in float64 on the inputs rounded once more, with each of its intermediate results rounded once
+    more too (verify/error_model.py: how much one more rounding moves the output); for small outputs several
+    draws, each element the farthest from `truth` (the float64 reference's outputs). None when it raises or
+    does not fit."""
+    unit = intermediate_unit(inputs)
     try:
-        out = flatten_outputs(km.reference_fn(*rounded_once_more(clone_inputs(inputs))))
+        draws = []
+        for draw in range(rounding_draws(truth.tensors)):
+            with RoundEachOp(draw, unit):
+                draws.append(flatten_outputs(km.reference_fn(*rounded_once_more(clone_inputs(inputs), draw))))
         synchronize()
+        out = draws[0]
+        if len(draws) > 1 and all(d.names == truth.names for d in draws):
+            out = Outputs([farthest(r, [d.tensors[j] for d in draws]) for j, r in enumerate(truth.tensors)],
+                          truth.names)
     except torch.cuda.OutOfMemoryError:
         torch.cuda.empty_cache()
         return None

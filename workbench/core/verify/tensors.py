@@ -129,7 +129,7 @@ def input_elements(inputs: list[Any]) -> int:
     return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
 
 
-def seeded_generator(position: int, shape: Any, device: Any = "cpu") -> torch.Generator:
+def seeded_generator(position: int | str, shape: Any, device: Any = "cpu") -> torch.Generator:
     """A generator seeded by a tensor's position and shape: the same draws on every run, for the kernel and the
     reference alike (upstream gradients, outlier positions, the inputs rounded once more)."""
     generator = torch.Generator(device=device)
