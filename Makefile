@@ -41,7 +41,7 @@ demo: setup
 
 # Two test processes (pytest-xdist): most tests wait on worker processes of their own, so two halve the wall
 # time on a 2-core machine. The GPU tests share one of them (conftest.py groups them), one at a time.
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15
 
 test: setup
 	$(PYTEST)

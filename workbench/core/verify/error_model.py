@@ -265,7 +265,9 @@ ROUNDING_OPS = frozenset("""
     _scaled_dot_product_efficient_attention_backward _scaled_dot_product_cudnn_attention_backward
     _scaled_dot_product_flash_attention_for_cpu_backward convolution convolution_backward cross_entropy_loss
     nll_loss_forward nll_loss_backward mse_loss mse_loss_backward binary_cross_entropy
-    binary_cross_entropy_backward binary_cross_entropy_with_logits smooth_l1_loss huber_loss
+    binary_cross_entropy_backward binary_cross_entropy_with_logits smooth_l1_loss huber_loss scatter_add
+    scatter_reduce index_add index_reduce embedding_dense_backward logcumsumexp float_power xlogy lgamma digamma
+    polygamma sinc
 """.split())
 
 INTERMEDIATE_UNIT = 2.0 ** -24  # float32's unit roundoff: a kernel's intermediates
