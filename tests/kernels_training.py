@@ -287,8 +287,9 @@ STRAIGHT_THROUGH = FUSED_CROSS_ENTROPY.replace('''def cross_entropy(logits, targ
 # to every Triton kernel; written out here with tl.fma so that the interpreter rounds the same way). Over a
 # single column dx is exactly 0 in exact arithmetic, and torch's own float32 autograd, which rounds the product
 # once everywhere, gets exactly 0 too; this kernel gets the product's rounding error times rstd = 1/sqrt(eps).
-LAYERNORM_TRAIN_FMA = '''"""LayerNorm for training: mean and rstd saved by the forward, dx per row by the backward (the difference
-g - mean(g) - xhat * dot in one FMA, as the compiler contracts it), dw and db as per-row partial sums torch adds."""
+LAYERNORM_TRAIN_FMA = '''"""LayerNorm for training: mean and rstd saved by the forward, dx per row by the backward (the
+difference g - mean(g) - xhat * dot in one FMA, as the compiler contracts it), dw and db as per-row partial sums
+torch adds."""
 import torch
 import triton
 import triton.language as tl

@@ -45,7 +45,8 @@ class Comparison:
     # The error model (verify/error_model.py): torch's own error in this output and the kernel's against it
     torch_error: float | None = None  # max |native - ref64| (None: no native result to measure it by)
     torch_dtype: str = ""  # the dtype torch computed in
-    torch_source: str = "torch"  # what set the budget: torch's own result, or "inputs" (and intermediates) rounded once more
+    # what set the budget: torch's own result, or "inputs" (and intermediates) rounded once more
+    torch_source: str = "torch"
     # the kernel's error as a multiple of torch's own, over the elements past the dtype's floor (None: every
     # element within the floor, or torch exact here)
     multiple: float | None = None
@@ -62,9 +63,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance,
             factor: float = DEFAULT_ERROR_FACTOR, rounded: torch.Tensor | None = None) -> Comparison:
     """Check `out` against the float64 `ref` (any dtypes; compared in float64) by the error model
     (verify/error_model.py): `native` is reference_fn on the inputs' own dtype, whose distance from `ref`
-    is torch's own error, and `rounded` reference_fn in float64 on the inputs and its intermediates rounded once more,
-    whose distance is the error one more rounding makes; each element may be off by the larger of the dtype's floor and
-    `factor` times the larger of the two."""
+    is torch's own error, and `rounded` reference_fn in float64 on the inputs and its intermediates rounded once
+    more, whose distance is the error one more rounding makes; each element may be off by the larger of the
+    dtype's floor and `factor` times the larger of the two."""
     result = Comparison(numel=ref.numel(), factor=factor)
     if tuple(out.shape) != tuple(ref.shape):
         result.messages.append(f"shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
@@ -161,9 +162,9 @@ def budget_broken(c: Comparison, tol: Tolerance, dtype: str) -> str:
     if c.multiple is None:  # torch's error is zero wherever the kernel's is past the floor
         return floor + f"; torch's own {c.torch_dtype} result is exact there, so the floor is the budget"
     if c.torch_source == "inputs":
-        return (floor + f" and past {c.factor:g}x the error one more {c.torch_dtype} rounding of the inputs and intermediates makes: "
-                f"the kernel's error is up to {c.multiple:.3g}x that (it moves the output by up to "
-                f"{c.torch_error:.3g} here; torch's own is smaller)")
+        return (floor + f" and past {c.factor:g}x the error one more {c.torch_dtype} rounding of the inputs and "
+                f"intermediates makes: the kernel's error is up to {c.multiple:.3g}x that (it moves the output by "
+                f"up to {c.torch_error:.3g} here; torch's own is smaller)")
     return (floor + f" and past {c.factor:g}x torch's own {c.torch_dtype} error: the kernel's error is up to "
             f"{c.multiple:.3g}x torch's own (torch is off by up to {c.torch_error:.3g} here)")
 

@@ -29,9 +29,11 @@ such terms cancel (a LayerNorm's dx over a single column is exactly 0, a differe
 of the terms away. E_p measures both sensitivities with the op itself. Its spread is the largest relative
 error, but at most 4x the 99th percentile: an output that jumps (a rounding step, an argmax) moves a whole
 step where the perturbation crosses it, and those few elements must not become everyone's budget. The ops
-that are exact (a copy, a max, a where, an index) are left as they are, so nothing jumps that would not. A
-draw of rounding can land near zero by luck too; an output of fewer than 8 elements takes p from several
-draws (ROUNDING_DRAWS), each element the draw farthest from r.
+that are exact (a copy, a max, a where, an index) are left as they are, so nothing jumps that would not; a
+fused op (layer_norm and its backward, softmax) runs as torch's own decomposition of it, so that its inner
+roundings move too (over one column, F.layer_norm's backward moved only at its result stays ~0). A draw of
+rounding can land near zero by luck too; an output of fewer than 8 elements takes p from several draws
+(rounding_draws), each element the draw farthest from r.
 
 F is `[verify] error_factor` (2: FlashAttention's tests allow twice PyTorch's own error in the same precision).
 atol is an absolute error for outputs of order 1; an output whose typical element is 4000 (a matmul of inputs
@@ -60,7 +62,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
+from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..project.config import Tolerance
@@ -81,7 +83,7 @@ class TorchError:
     absolute_max: float  # max_j |n_j - r_j| (or |p_j - r_j| where the rounded inputs set the budget)
     norm: float | None  # ||n - r|| / ||r|| over the elements above atol (None when too few)
     dtype: str  # the dtype torch computed in
-    source: str = "torch"  # what set E: "torch" (E_n) or "inputs" (E_p, the inputs and intermediates rounded once more)
+    source: str = "torch"  # what set E: "torch" (E_n) or "inputs" (E_p: inputs and intermediates rounded once more)
 
 
 def _relative(r: torch.Tensor, other: torch.Tensor | None, weight: torch.Tensor,
@@ -140,14 +142,14 @@ def torch_error(reference: torch.Tensor, native: torch.Tensor | None, significan
     # Where the reference is exactly zero and so is the median (an output that is all zeros in exact
     # arithmetic), torch's error there is absolute: it bounds every element.
     # The same holds for one more rounding's: a difference that cancels exactly in float64 (and in torch's order)
-    # is one rounding of its terms away in another's.
-    # (Weight is 0 only where r is and so is m: an output that is zero wherever it is finite.)
+    # is one rounding of its terms away in another's. (Weight is 0 only where r is and so is m: then r is zero
+    # wherever it is finite, and `relative` is 0.)
     positive = weight > 0
     zero_floor = 0.0
     if bool((~positive).any()):
         zero_floor = float(err[~positive].max())
         moved = 0.0 if by_inputs is None else _spread(by_inputs[2][~positive])
-        if moved > zero_floor and moved > relative * float(weight.max()):
+        if moved > zero_floor:
             zero_floor, absolute, source = moved, moved, "inputs"
     per_element = torch.clamp_min(relative * weight, zero_floor)
     errors = [err] if by_inputs is None else [err, by_inputs[2]]
@@ -270,6 +272,13 @@ ROUNDING_OPS = frozenset("""
     polygamma sinc
 """.split())
 
+# Fused ops, several roundings in one kernel: RoundEachOp runs torch's decomposition of them instead.
+FUSED_OPS = frozenset("""
+    native_layer_norm native_layer_norm_backward native_group_norm native_group_norm_backward native_batch_norm
+    native_batch_norm_backward _fused_rms_norm _fused_rms_norm_backward _softmax _log_softmax
+    _softmax_backward_data _log_softmax_backward_data
+""".split())
+
 INTERMEDIATE_UNIT = 2.0 ** -24  # float32's unit roundoff: a kernel's intermediates
 MIN_ROUNDING_SAMPLES = 8  # an output of fewer elements takes p from several draws
 MAX_ROUNDING_DRAWS = 8
@@ -280,7 +289,8 @@ class RoundEachOp(TorchDispatchMode):
     """Under it, each result of an aten op in ROUNDING_OPS that is float64 is moved by a random fraction (uniform
     in [-1, 1], the same on every run of the same `draw`) of `unit`: reference_fn run in float64 with each of its
     intermediate results rounded once more, in float32's precision. Below autograd, so the backward's ops are
-    moved too and no graph records the move."""
+    moved too and no graph records the move. An op in FUSED_OPS runs as torch's decomposition, under this mode
+    again, so each of its inner results moves (the op itself where the decomposition fails)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -306,8 +316,14 @@ class RoundEachOp(TorchDispatchMode):
             piece.addcmul_(piece, noise.mul_(2).sub_(1), value=self.unit)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
+        if name in FUSED_OPS and func in decomposition_table:
+            try:
+                with self:
+                    return decomposition_table[func](*args, **(kwargs or {}))
+            except Exception:  # noqa: BLE001 - then the fused op, moved at its results only
+                pass
+        out = func(*args, **(kwargs or {}))
         if name.rstrip("_") not in ROUNDING_OPS:
             return out
         if name.endswith("_"):  # in place: the result is the first argument
@@ -338,11 +354,10 @@ def farthest(truth: Any, draws: list[Any]) -> Any:
     """Of several draws of one output, element by element the value farthest from `truth` (the first draw where
     it is not a floating-point tensor of truth's shape)."""
     best = draws[0]
-    if not (isinstance(truth, torch.Tensor) and truth.is_floating_point() and isinstance(best, torch.Tensor)):
+    usable = [d for d in draws if isinstance(d, torch.Tensor) and d.shape == getattr(truth, "shape", None)]
+    if not (isinstance(truth, torch.Tensor) and truth.is_floating_point()) or len(usable) < len(draws):
         return best
+    r = truth.detach().to(best.device, torch.float64)
     for other in draws[1:]:
-        if not isinstance(other, torch.Tensor) or other.shape != best.shape or best.shape != truth.shape:
-            return best
-        r = truth.detach().to(best.device, torch.float64)
         best = torch.where((other.to(torch.float64) - r).abs() > (best.to(torch.float64) - r).abs(), other, best)
     return best

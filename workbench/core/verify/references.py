@@ -43,11 +43,11 @@ def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Call
     notes = []
     for dtype in (torch.float64, torch.float32):
         try:
-            out = km.reference_fn(*cast_floats(inputs, dtype))
+            out = flatten_outputs(km.reference_fn(*cast_floats(inputs, dtype)))
             synchronize()
             note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
-            return Reference(flatten_outputs(out), note, native_reference(km, inputs)[0] if native else None,
-                             rounded_reference(km, inputs, flatten_outputs(out)) if dtype == torch.float64 else None,
+            return Reference(out, note, native_reference(km, inputs)[0] if native else None,
+                             rounded_reference(km, inputs, out) if dtype == torch.float64 else None,
                              str(dtype).replace("torch.", ""))
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
