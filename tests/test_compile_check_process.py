@@ -185,7 +185,7 @@ def job(stages=("verify",), **verify):
 def test_only_a_verification_alone_on_this_machines_gpu_starts_the_process(monkeypatch):
     gpus = [GpuSlot("0", "H200", "GPU-1")]
     monkeypatch.delenv(runner_module.COMPILE_CHECK_ENV, raising=False)
-    assert not compile_check_wanted(job(), False, gpus, True)  # off until measured on a GPU
+    assert compile_check_wanted(job(), False, gpus, True)  # on by default (RESULTS.md 3p)
     monkeypatch.setenv(runner_module.COMPILE_CHECK_ENV, "1")
     assert compile_check_wanted(job(), False, gpus, True)
     assert compile_check_wanted(job(torch_compile="require"), False, gpus, True)
