@@ -58,6 +58,8 @@ def test_a_session_verifies_broken_then_fixed_and_names_what_it_caught(tmp_path)
                                                                progress_callback=on_progress))
             seen["progress"] = progress
             seen["page2"] = structured(await client.call_tool("verify", {"project": "projects/gelu", "page": 2}))
+            seen["seeded"] = structured(await client.call_tool("verify", {"project": "projects/gelu", "seed": 7}))
+            seen["bad_seed"] = await client.call_tool("verify", {"project": "projects/gelu", "seed": -1})
             kernel.write_text(good)
             started = time.perf_counter()
             seen["fixed"] = structured(await client.call_tool("verify", {"project": "projects/gelu"}))
@@ -88,6 +90,10 @@ def test_a_session_verifies_broken_then_fixed_and_names_what_it_caught(tmp_path)
     assert seen["page2"]["failing_cases_paging"]["page"] == 2
     assert seen["page2"]["failing_cases"][0]["case"] != first["case"]
     assert any(m.startswith("verifying") for m in seen["progress"]) and any(" failed" in m for m in seen["progress"])
+    # the inputs' seed: the server's draw, the same on every call, or the one asked for
+    assert isinstance(broken["seed"], int) and seen["page2"]["seed"] == broken["seed"]
+    assert seen["seeded"]["seed"] == 7
+    assert seen["bad_seed"].is_error and "seed: expected a whole number" in seen["bad_seed"].content[0].text
 
     fixed = seen["fixed"]
     assert fixed["verdict"] == "VERIFIED" and fixed["exit_code"] == 0 and "failing_cases" not in fixed
@@ -97,7 +103,7 @@ def test_a_session_verifies_broken_then_fixed_and_names_what_it_caught(tmp_path)
     assert seen["full"]["findings"]["noncontiguous"]["status"] == "refused" and "compatibility_checks" not in seen["full"]
     print(f"second verify through the MCP server: {seen['fixed_s']:.2f} s")  # the figure: RESULTS, benchmarks
 
-    assert [r["verdict"] for r in seen["history"]["runs"]] == ["failed", "failed", "passed", "passed"]
+    assert [r["verdict"] for r in seen["history"]["runs"]] == ["failed", "failed", "failed", "passed", "passed"]
     assert seen["diff"]["older"]["verdict"] == "failed" and seen["diff"]["newer"]["verdict"] == "passed"
     assert any(line.startswith("-") and "x * 0.7))" in line for line in seen["diff"]["source"]["lines"])
 

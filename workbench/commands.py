@@ -149,6 +149,16 @@ class Progress:
             sys.stderr.flush()
 
 
+def seed_argument(text: str) -> int:
+    """An argparse `type` for --seed: a whole number from 0 to config.MAX_SEED, else exit 2 naming the option."""
+    from .core.project.config import seed_value
+
+    try:
+        return seed_value(text, from_text=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def seconds_argument(text: str) -> float:
     """An argparse `type` for a time-out in seconds: finite and above 0, else exit 2 naming the option."""
     from .core.project.config import timeout_argument

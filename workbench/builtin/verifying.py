@@ -20,6 +20,7 @@ from ..commands import (
     Progress,
     hookimpl,
     seconds_argument,
+    seed_argument,
 )
 from ..core.events import Event
 from ..core.project.folder import Project, ProjectError, find_projects
@@ -66,6 +67,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the torch.compile and CUDA-graph checks again rather than keep an earlier run's "
                              "pass (kept while the project's files, the case, the GPU, torch, Triton and [verify] "
                              "are the same)")
+    parser.add_argument("--seed", type=seed_argument, metavar="N",
+                        help="draw every case's inputs from seed N (default: workbench.toml's [verify] seed, else a "
+                             "new one, said in the report: a failure is replayed with its --seed)")
     parser.add_argument("-v", "--verbose", action="store_true", help="every row, tracebacks and worker output")
 
 
@@ -130,7 +134,8 @@ def run_many(args: argparse.Namespace, context: Context, stages: list[str]) -> l
 
     spec = RunSpec(tuple(stages), case_indices=args.cases, timeout_s=args.timeout,
                    fresh_baselines=getattr(args, "fresh_baselines", False),
-                   fresh_checks=getattr(args, "fresh_checks", False), bench_mode=getattr(args, "mode", None) or "")
+                   fresh_checks=getattr(args, "fresh_checks", False), bench_mode=getattr(args, "mode", None) or "",
+                   seed=getattr(args, "seed", None))
     try:
         session.run_many(projects, spec, on_event, on_start=lambda project: heartbeat.begin(project.name),
                          on_done=finish)

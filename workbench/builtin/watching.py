@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl
+from ..commands import EXIT_OK, Command, CommandError, Context, hookimpl, seed_argument
 from ..core.project.folder import Project, ProjectError
 
 
@@ -13,6 +13,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interpret", action="store_true",
                         help="run under the Triton interpreter on the CPU even when a GPU is present")
     parser.add_argument("--no-bench", action="store_true", help="start with benchmarking off (b turns it on)")
+    parser.add_argument("--seed", type=seed_argument, metavar="N",
+                        help="draw every case's inputs from seed N on every save (default: workbench.toml's "
+                             "[verify] seed, else one drawn when the app opens, shown beside the device)")
 
 
 def _run(args: argparse.Namespace, context: Context) -> int:
@@ -24,7 +27,8 @@ def _run(args: argparse.Namespace, context: Context) -> int:
     from .verifying import make_runners
 
     (runner,) = make_runners(args, context, 1, keep_warm=True)  # every visible GPU, or a plugin's runner
-    WorkbenchApp(project, pm=context.pm, interpret=args.interpret, bench=not args.no_bench, runner=runner).run()
+    WorkbenchApp(project, pm=context.pm, interpret=args.interpret, bench=not args.no_bench, runner=runner,
+                 seed=args.seed).run()
     return EXIT_OK
 
 

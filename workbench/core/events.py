@@ -61,6 +61,7 @@ class RunStarted(Event):
     autotuned: list[str] = field(default_factory=list)  # names of autotuned kernels
     planned: list[int] = field(default_factory=list)  # case indices verification will run, in order
     bench_only: list[int] = field(default_factory=list)  # CASES for the benchmark alone (purpose "bench")
+    seed: int | None = None  # the seed the cases' inputs are drawn from ([verify] seed as the run was given it)
 
 
 @dataclass

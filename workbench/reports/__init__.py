@@ -65,6 +65,12 @@ def mode_line(outcome: RunOutcome) -> str:
     return f"GPU {ready.device_name} | torch {ready.torch_version}, triton {ready.triton_version}{where}"
 
 
+def seed_line(outcome: RunOutcome) -> str:
+    """Where the inputs came from, and how to draw them again: "inputs: seed 482913 (`--seed 482913` draws them
+    again)"."""
+    return f"inputs: seed {outcome.seed} (`--seed {outcome.seed}` draws them again)"
+
+
 def problems(outcome: RunOutcome) -> list[Problem]:
     return [e for e in outcome.events if isinstance(e, Problem)]
 
@@ -99,6 +105,8 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         compared = describe_compared([e for r in rows if not r.config for e in r.compared])
         if compared:
             lines.append(f"  {compared}")
+        if outcome.seed is not None:
+            lines.append(f"  {seed_line(outcome)}")
         started = outcome.started
         if started is not None and started.bench_only and "verify" in outcome.stages:
             shown = ", ".join(map(str, started.bench_only))
@@ -282,6 +290,8 @@ def junit_tree(outcomes: list[RunOutcome]) -> ET.ElementTree:
                               errors=str(sum(w.status == "error" for w in worst) + len(probs)),
                               skipped=str(sum(w.status == "skipped" for w in worst)),
                               time=f"{outcome.finished.duration_s if outcome.finished else 0:.3f}")
+        if outcome.seed is not None:  # the inputs' draw: `workbench verify --seed N` draws it again
+            ET.SubElement(ET.SubElement(suite, "properties"), "property", name="seed", value=str(outcome.seed))
         for results, w in zip(cases, worst):
             own = results[0]
             name = f"case {own.case_index}: {own.label}" + (f" [GPU {own.gpu}]" if len({r.gpu for r in

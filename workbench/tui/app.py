@@ -87,8 +87,9 @@ class WorkbenchApp(LiveEvents, HistoryTabs, RunView, Actions, App):
     ]
 
     def __init__(self, project: Project, pm: Any = None, interpret: bool = False, bench: bool = True,
-                 runner: RunnerLike | None = None, live: bool = True) -> None:
-        """`live=False` starts no watcher and no runs: the screen shows what is posted to it (tests, snapshots)."""
+                 runner: RunnerLike | None = None, live: bool = True, seed: int | None = None) -> None:
+        """`live=False` starts no watcher and no runs: the screen shows what is posted to it (tests, snapshots).
+        `seed`: the inputs' seed of every save's run (None: workbench.toml's, else one drawn for the app)."""
         super().__init__()
         self.project, self.pm, self.live = project, pm, live
         self.session = LiveSession(project_name=project.name, kernel_name=project.kernel_path.name, bench_on=bench)
@@ -106,7 +107,7 @@ class WorkbenchApp(LiveEvents, HistoryTabs, RunView, Actions, App):
         self.loop = LiveLoop(project, runner, self._loop_event,
                              on_start=lambda rid, req: self.post_message(RunBegan(rid, req)),
                              on_done=lambda rid, req, out: self.post_message(RunDone(rid, req, out)), hooks=hooks,
-                             interpret=interpret)
+                             interpret=interpret, seed=seed)
 
     # -- layout -----------------------------------------------------------------------------
 

@@ -140,6 +140,7 @@ def verify_result(record: dict[str, Any], page: int = 1) -> dict[str, Any]:
         "device": record.get("device"),
         "counts": record.get("counts", {}),
         "seconds": round(record["duration_s"], 2) if record.get("duration_s") is not None else None,
+        "seed": record.get("seed"),  # the inputs' draw: verify(..., seed=N) draws them again
     }
     compared = describe_compared([e for c in cases if not c.get("config") for e in c.get("compared", [])])
     if compared:  # each output compared (the gradients too) and its error against the error model's budget

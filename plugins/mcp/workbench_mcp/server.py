@@ -34,6 +34,7 @@ from workbench.core.project import (
     source_diff,
     validate_name,
 )
+from workbench.core.project.config import seed_value
 from workbench.core.run import PluginHooks, RunSpec, Session
 from workbench.core.stage import BENCH_STAGES
 from workbench.profiling import collect_profilers
@@ -118,18 +119,25 @@ def build_server(pm: Any, root: Path, runs: Session, default_interpret: bool = F
 
     @server.tool()
     async def verify(project: str, ctx: Context, cases: list[int] | None = None, interpret: bool | None = None,
-                     compatibility: bool = False, timeout_s: float | None = None, page: int = 1) -> dict[str, Any]:
+                     compatibility: bool = False, timeout_s: float | None = None, page: int = 1,
+                     seed: int | None = None) -> dict[str, Any]:
         """Verify a project's kernel against its reference on every case (and every autotune config): the
         verdict (VERIFIED, FAILED, NOT USABLE, GPU ONLY), failing cases with the worst element and a pattern
         hint, problems with their kernel.py line, shortcuts caught, and what to look at next. As the live loop
         runs a save, it leaves out the compatibility checks that compile anew (torch.compile, CUDA graphs,
         non-contiguous inputs) unless the project requires one or `compatibility` is true: then it is
         `workbench verify` exactly. `interpret`: run under the Triton interpreter on the CPU (the default where
-        there is no GPU). Failing cases are paged."""
+        there is no GPU). `seed`: draw the inputs from it (the result's `seed` replays a run's; default: the
+        project's [verify] seed, else the server's, the same for every call). Failing cases are paged."""
         proj = open_project(project, root)
+        if seed is not None:
+            try:
+                seed = seed_value(seed)
+            except ValueError as exc:
+                raise ToolError(f"seed: {exc}") from None
         mode = default_interpret if interpret is None else interpret
         live = not compatibility and not required_but_not_live(proj)
-        spec = RunSpec(("verify",), case_indices=cases, timeout_s=timeout_s, live=live)
+        spec = RunSpec(("verify",), case_indices=cases, timeout_s=timeout_s, live=live, seed=seed)
         outcome = await run_in_thread(lambda: runs.run(proj, spec, Progress(ctx), interpret=mode))
         result = verify_result(outcome.to_record(), page)
         if live:

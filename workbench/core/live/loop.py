@@ -48,11 +48,13 @@ OnRunDone = Callable[[int, RunRequest, RunOutcome], None]
 class LiveLoop:
     def __init__(self, project: Project, runner: RunnerLike | None, on_event: OnRunEvent,
                  on_start: OnRunStart | None = None, on_done: OnRunDone | None = None,
-                 hooks: PluginHooks | None = None, interpret: bool = False):
+                 hooks: PluginHooks | None = None, interpret: bool = False, seed: int | None = None):
         """`runner`: the runs' (None: this machine's, in the mode `interpret` says); `hooks`: the plugins', fired by
-        each run."""
+        each run; `seed`: the inputs' seed of every run (None: workbench.toml's, else the session's draw, the same
+        for every save)."""
         self.project = project
         self.session = Session(hooks, [runner] if runner is not None else [], interpret=interpret, keep_warm=True)
+        self.seed = seed
         self.on_event, self.on_start, self.on_done = on_event, on_start, on_done
         self._wakeup = threading.Condition()
         self._pending: tuple[int, RunRequest] | None = None
@@ -119,7 +121,7 @@ class LiveLoop:
         started = time.monotonic()
         try:
             spec = RunSpec(tuple(request.stages), pins=dict(request.pins), live=True,
-                           reference_timings=dict(self._reference_timings), record=self.recording)
+                           reference_timings=dict(self._reference_timings), record=self.recording, seed=self.seed)
             outcome = self.session.run(self.project, spec, relay)
         except Exception as exc:  # noqa: BLE001 - the loop must outlive any bug below it
             relay(Problem(kind="internal", message=f"the run failed inside the workbench: {type(exc).__name__}: {exc}",

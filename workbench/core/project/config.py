@@ -35,6 +35,9 @@ overrides what it names:
     error_factor = 2.0           # an output may be off by this many times the inputs' dtype's own error (torch's,
                                  # or one more rounding of the inputs' and intermediates'), never below the
                                  # dtype's tolerance (verify/error_model.py)
+    seed = 1234                  # the seed each case's get_inputs draws from (with the case's index); default:
+                                 # a new one for each `workbench verify` or app session, said in the report (a
+                                 # failure on one draw is replayed with `--seed N`)
 
     [bench]
     timeout_s = 600              # a run that benchmarks: see "Time-outs"
@@ -81,7 +84,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import secrets
 import sys
+import zlib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -171,6 +176,9 @@ class VerifyConfig:
     value_stress: bool | list[str] = True
     # large-index cases (verify/large_index.py): True, False, or the size parameter to scale
     large_index: bool | str = True
+    # the seed of the inputs (get_inputs draws from inputs_seed(seed, case index)); None: drawn for each run
+    # (run/session.py), said in the report
+    seed: int | None = None
     tolerances: dict[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
 
     def required_but_not_live(self) -> list[str]:
@@ -343,6 +351,12 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
                                                          f"(\"rows\"), got {value!r}")
             kwargs[key] = value
             continue
+        if cls is VerifyConfig and key == "seed":
+            try:  # None only from to_dict (TOML has no null): drawn for each run
+                kwargs[key] = None if value is None else seed_value(value)
+            except ValueError as exc:
+                raise ConfigError(path, f"{name}.{key}", str(exc)) from None
+            continue
         if cls is VerifyConfig and key == "fixed_params":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(path, f"{name}.{key}", f"expected a list of parameter names, got {value!r}")
@@ -359,6 +373,33 @@ def _section(cls: type, values: Any, name: str, path: Path | str, base: Any = No
             raise ConfigError(path, f"{name}.{key}", f"must be at least 1 (torch's own error passes), not {value!r}")
         kwargs[key] = value
     return replace(template, **kwargs)
+
+
+MAX_SEED = 2 ** 32 - 1
+
+
+def seed_value(value: Any, from_text: bool = False) -> int:
+    """A seed for the inputs (workbench.toml's [verify] seed, the command line's --seed): a whole number from 0 to
+    MAX_SEED; on the command line, its digits. Raises ValueError with the reason."""
+    if isinstance(value, str) and from_text:
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number from 0 to {MAX_SEED}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"expected a whole number from 0 to {MAX_SEED}, got {value!r}")
+    return value
+
+
+def draw_seed() -> int:
+    """A new seed for a run's inputs: short enough to type back (`--seed 482913`)."""
+    return secrets.randbelow(1_000_000)
+
+
+def inputs_seed(seed: int | None, case_index: int) -> int:
+    """What torch's generator is seeded with before case `case_index`'s get_inputs: the run's seed and the case
+    together, so that a case's inputs are the same whichever worker draws them, and differ between cases."""
+    return zlib.crc32(f"inputs:{seed or 0}:{case_index}".encode())
 
 
 def _check_number(value: float, key: str, section: str, path: Path | str) -> None:

@@ -33,7 +33,7 @@ from ..events import (
 )
 from .. import heap
 from ..project.kept import load_baselines, load_findings, remember_baselines, remember_findings
-from ..project.config import ConfigError
+from ..project.config import ConfigError, draw_seed
 from ..project.folder import Project, read_source_bytes, source_hash, watched_files
 from ..project.history import RunRecord, append_record
 from ..stage import BENCH_STAGES, COMPILE_TARGET_ENV, Job
@@ -55,6 +55,7 @@ class RunOutcome:
     tally: Tally = field(default_factory=Tally)
     finished: RunFinished | None = None
     record: RunRecord | None = None
+    seed: int | None = None  # the seed the run's inputs were drawn from (config.inputs_seed); None: not started
 
     @property
     def verdict(self) -> Verdict:
@@ -119,6 +120,7 @@ class RunOutcome:
             "compatibility": self.compatibility(),
             "requeued": [_plain(r) for r in self.of_type(Requeued)],
             "duration_s": self.finished.duration_s if self.finished else None,
+            "seed": self.seed,
             **self._bench_fields(),
         }
 
@@ -191,7 +193,8 @@ class RunSpec:
     `env`, variables its environment gets (a tool's PYTHONPATH, a compile target: stage.COMPILE_TARGET_ENV); a spec
     with either gets a runner of its own, one worker, closed when the run is over (`Session.run`). `cache_dir`: a
     Triton cache of the run's own, left as it is (a tool's run keeps apart from the project's cache, which every
-    other run clears first)."""
+    other run clears first). `seed`: the seed of the inputs (the command line's --seed), over workbench.toml's
+    [verify] seed, over the session's draw (`Session.seed`)."""
 
     stages: tuple[str, ...]
     case_indices: list[int] | None = None
@@ -207,6 +210,7 @@ class RunSpec:
     launcher: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     cache_dir: str = ""
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -261,18 +265,19 @@ class PluginHooks:
 
 
 def run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: OnEvent | None = None,
-                hooks: PluginHooks | None = None) -> RunOutcome:
+                hooks: PluginHooks | None = None, seed: int | None = None) -> RunOutcome:
     """Clear the project's Triton cache, run `spec`'s stages in a worker, collect the events, record the run.
     `on_event` sees each event as it arrives; `hooks`, the plugins' notification hooks, are fired for each
-    event and once the run is over (before the caller reports it)."""
-    outcome = _run_project(project, runner, spec, on_event, hooks)
+    event and once the run is over (before the caller reports it). `seed`: the inputs' seed where neither the spec
+    nor workbench.toml names one (the session's; else one drawn for this run)."""
+    outcome = _run_project(project, runner, spec, on_event, hooks, seed)
     if hooks is not None:
         hooks.finish(outcome)
     return outcome
 
 
 def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: OnEvent | None,
-                 hooks: PluginHooks | None) -> RunOutcome:
+                 hooks: PluginHooks | None, seed: int | None) -> RunOutcome:
     stages = list(spec.stages)
     started = time.monotonic()
     try:
@@ -317,6 +322,9 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
         config = replace(config, bench=config.bench.for_live_loop())
     if spec.bench_mode:  # the command line's --mode wins over workbench.toml
         config = replace(config, bench=replace(config.bench, mode=spec.bench_mode))
+    # the inputs' seed: the command line's, else workbench.toml's, else the session's draw (said in the report)
+    outcome.seed = next(v for v in (spec.seed, config.verify.seed, seed, draw_seed()) if v is not None)
+    config = replace(config, verify=replace(config.verify, seed=outcome.seed))
     if spec.timeout_s:  # the command line's --timeout wins over workbench.toml
         config = replace(config, verify=replace(config.verify, timeout_s=spec.timeout_s,
                                                  interpret_timeout_s=spec.timeout_s))
@@ -378,6 +386,9 @@ class Session:
         self._current: RunnerLike | None = None
         self._cancel_asked = False
         self._closed = False
+        # The seed of every run's inputs that names none (RunSpec.seed, [verify] seed): one for the session, so
+        # that a command's projects, or the live loop's saves, draw the same inputs
+        self.seed = draw_seed()
         if keep_warm:  # a session kept for many runs (the live loop, the MCP server): its heap stays flat (heap.py)
             heap.limit_arenas()
 
@@ -437,7 +448,7 @@ class Session:
             own = spec.own_runner
             runner = self._own_runner(spec, interpret) if own else self.runner(interpret)
             try:
-                return run_project(project, runner, spec, self._watching(runner, on_event), self.hooks)
+                return run_project(project, runner, spec, self._watching(runner, on_event), self.hooks, self.seed)
             finally:
                 with self._state:
                     self._current = None
@@ -499,7 +510,7 @@ class Session:
     def _run_on_lane(self, item: "_LaneRun", runner: RunnerLike) -> RunOutcome:
         if item.on_start is not None:
             item.on_start()
-        outcome = run_project(item.project, runner, item.spec, item.on_event, self.hooks)
+        outcome = run_project(item.project, runner, item.spec, item.on_event, self.hooks, self.seed)
         if item.on_done is not None:
             item.on_done(outcome)
         return outcome

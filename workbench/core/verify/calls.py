@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from ..events import Event, Problem
-from ..project.config import VerifyConfig
+from ..project.config import VerifyConfig, inputs_seed
 from ..project.contract import (
     Case,
     KernelModule,
@@ -97,6 +97,7 @@ class KernelCalls:
         return any(first <= line <= last for first, last, _ in self.km.jit_line_ranges)
 
     def _inputs(self, case: Case) -> list[Any] | None:
+        torch.manual_seed(inputs_seed(self.config.seed, case.index))  # the run's draw: replayed by --seed
         try:
             inputs = self.km.get_inputs(**case.params)
         except (KeyboardInterrupt, SystemExit):

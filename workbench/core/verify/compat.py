@@ -210,12 +210,14 @@ class KeptFindings:
 def finding_key(km: KernelModule, case: Case, config: VerifyConfig, check: str, sources: str | None = None) -> str:
     """What a compatibility check's finding depends on: every Python file of the project (kernel.py and what it
     imports from its folder: `sources`, project_digest's, when the caller has it), the case, the GPU, torch, Triton,
-    the checks' own code (this module, the judge and verify/checks/) and the [verify] settings."""
+    the checks' own code (this module, the judge and verify/checks/) and the [verify] settings but the seed (the
+    checks run on fresh inputs of their own: compat_beside.fresh_inputs)."""
     import triton
 
     parts = [check, sources if sources is not None else project_digest(str(km.path.parent)),
              repr(sorted(case.params.items())), torch.cuda.get_device_name() if torch.cuda.is_available() else "",
-             torch.__version__, triton.__version__, checks_digest(), repr(dataclasses.asdict(config))]
+             torch.__version__, triton.__version__, checks_digest(),
+             repr({k: v for k, v in dataclasses.asdict(config).items() if k != "seed"})]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 

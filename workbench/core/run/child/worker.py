@@ -216,7 +216,7 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     emit(RunStarted(planned=planned, kernel_path=str(path), source_hash=source_hash(path.read_bytes()),
                     mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module)),
-                    bench_only=[c.index for c in km.cases if c.purpose == "bench"]))
+                    bench_only=[c.index for c in km.cases if c.purpose == "bench"], seed=config.verify.seed))
     try:
         return _run_stages(JobContext(job=job, km=km, config=config, interpret=interpret, emit=emit_counted,
                                       tally=tally, judge=judge_counted if judge is not None else None,
