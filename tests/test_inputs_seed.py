@@ -32,6 +32,8 @@ def test_the_same_seed_draws_the_same_inputs_and_another_seed_others(cli, make_p
     assert all(e is not None for e in errors(first))
     assert errors(first) == errors(again)
     assert errors(first) != errors(other)
+    _, history, _ = cli("history", project)  # a failure in the history names the seed that replays it
+    assert [ln.split("seed ")[1].split()[0] for ln in history.splitlines() if " seed " in ln] == ["7", "7", "8"]
 
 
 def test_a_run_without_a_seed_draws_one_says_it_and_that_seed_replays_it(cli, make_project, tmp_path):

@@ -248,7 +248,8 @@ def _history(args: argparse.Namespace, context: Context) -> int:
         bench = d.get("bench_summary") or ""
         mark = f"  [{pinned[record.id]}]" if record.id in pinned else ""
         print(f"{record.id}  {when}  {'+'.join(d.get('stages', [])):<12} {record.verdict_label:<15} "
-              f"{record.counts_text}  src {record.source_hash[:8]}  {d.get('mode') or '-'}  {bench}{mark}".rstrip())
+              f"{record.counts_text}  src {record.source_hash[:8]}  {d.get('mode') or '-'}"
+              + (f"  seed {d['seed']}" if d.get("seed") is not None else "") + f"  {bench}{mark}".rstrip())
     print(f"{project.name}: {holding(project).describe()} in {project.state_dir} (limits: [history] keep_runs, "
           f"keep_mb in workbench.toml; --prune applies them now)")
     return EXIT_OK

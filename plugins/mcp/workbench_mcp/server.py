@@ -31,10 +31,10 @@ from workbench.core.project import (
     find_record,
     read_records,
     record_files,
+    seed_value,
     source_diff,
     validate_name,
 )
-from workbench.core.project.config import seed_value
 from workbench.core.run import PluginHooks, RunSpec, Session
 from workbench.core.stage import BENCH_STAGES
 from workbench.profiling import collect_profilers

@@ -3,7 +3,7 @@ and its cases (contract), the run history it keeps (history) and the scaffolds i
 (scaffold); the names plugins use are exported here. May import only the base layer (events, fsutil, stage); never torch at import time.
 """
 
-from .config import ConfigError, ProjectConfig, load_config
+from .config import ConfigError, ProjectConfig, load_config, seed_value
 from .contract import (
     Case,
     ContractError,
@@ -24,4 +24,4 @@ __all__ = ["Case", "Catalog", "ConfigError", "ContractError", "KernelModule", "P
            "ProjectError", "RunRecord", "Scaffold", "ScaffoldError", "builtin_scaffolds", "create_project",
            "describe_config", "find_autotuners", "find_projects", "find_record", "first_line",
            "is_compilation_error", "load_config", "load_kernel", "problem_from_exception", "read_records",
-           "record_files", "select_cases", "source_diff", "source_hash", "validate_name"]
+           "record_files", "seed_value", "select_cases", "source_diff", "source_hash", "validate_name"]
