@@ -29,6 +29,7 @@ def test_projects_are_test_items_with_the_same_verdicts_and_exit_code(tmp_path, 
     assert "PASSED projects/good/kernel.py::case 0: n=1" in out
     assert "FAILED projects/bad/kernel.py::case 2: n=4097" in out
     assert "never written" in out  # the verify report's failure details
+    assert "; inputs: seed " in out and "draws them again" in out  # the seed that replays the failure
     assert "PASSED projects/test_theirs.py::test_theirs" in out  # the project's own tests still run
 
     code, out = run_pytest(tmp_path, "--workbench", "projects/good")

@@ -117,13 +117,15 @@ class ProjectFile(pytest.File):
     def collect(self):  # type: ignore[override]
         from .core.events import Problem
         from .core.project.folder import Project
-        from .reports import case_name
+        from .reports import case_name, seed_line
 
         Project.open(self.path.parent)  # a project that cannot be opened is said here, as pytest collects it
         outcome = _projects(self.config).outcome(Path(self.path).resolve())
         verdict = outcome.verdict
         # The workbench's reason, said in every failed item: "NOT USABLE (workbench verify exits 2)".
         reason = f"{verdict.label} (workbench verify exits {verdict.exit_code})"
+        if outcome.seed is not None:  # a failure is replayed with `workbench verify --seed N`
+            reason += f"; {seed_line(outcome)}"
         failing = False
         for r in outcome.case_results():
             failing = failing or r.status in ("failed", "error")
