@@ -7,7 +7,7 @@ fixture, its verdict and the worst multiple of the dtype's own error that any ou
 kernel's worst multiple must stay under the factor (2) and a broken kernel must fail. Runs on a GPU or, under
 the interpreter, on the CPU.
 
-    python benchmarks/error_model.py [--out DIR] [--only NAME ...]
+    python benchmarks/error_model.py [--out DIR] [--only NAME ...] [--seeds N]
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def fixtures() -> dict[str, tuple[str, bool]]:
     found.update({f"lib_{k}": (v, False) for k, v in lib.BROKEN.items()})
     found.update({f"zoo_{k}": (v, True) for k, v in zoo.ZOO.items()})
     found.update({"train_rmsnorm": (training.RMSNORM_TRAIN, True), "train_cross_entropy": (training.CROSS_ENTROPY, True),
-                  "train_rmsnorm_wrong_dx": (training.WRONG_DX, False)})
+                  "train_rmsnorm_wrong_dx": (training.WRONG_DX, False),
+                  "train_layernorm_fma": (training.LAYERNORM_TRAIN_FMA, True),
+                  "train_layernorm_fma_wrong_dx": (training.LAYERNORM_TRAIN_FMA_WRONG_DX, False)})
     for name in ("HF_ADD_RMSNORM", "LAYERNORM_16BIT_STATS", "INT8_QUANT", "DICT_OUTPUTS", "SOFTMAX_STABLE",
                  "LAYERNORM_TWO_PASS"):
         found[f"num_{name.lower()}"] = (getattr(num, name), True)
@@ -55,12 +57,9 @@ def worst_multiples(project: dict) -> dict[str, float]:
     return worst
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="keep the JSON record here")
-    parser.add_argument("--only", nargs="*", default=[], help="fixture names (default: all)")
-    args = parser.parse_args()
-    chosen = {k: v for k, v in fixtures().items() if not args.only or k in args.only}
+def verify_all(chosen: dict[str, tuple[str, bool]], seed: int | None) -> tuple[dict, float]:
+    """Every chosen fixture in one `workbench verify --json` (its inputs drawn from `seed`, else a new one):
+    (the record, seconds)."""
     with tempfile.TemporaryDirectory(prefix="error-model-") as scratch:
         tomls = {f"num_{k.lower()}": v for k, v in num.WORKBENCH_TOML.items()}
         for name, (source, _) in chosen.items():
@@ -70,36 +69,66 @@ def main() -> int:
                 (Path(scratch) / name / "workbench.toml").write_text(tomls[name])
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "workbench.cli", "verify", "--json",
+                               *(["--seed", str(seed)] if seed is not None else []),
                                *sorted(str(p) for p in Path(scratch).iterdir())],
                               capture_output=True, text=True, cwd=ROOT)
-        took = time.perf_counter() - start
-    record = json.loads(done.stdout)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "error_model.json").write_text(json.dumps(record, indent=1))
+        return json.loads(done.stdout), time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="keep the JSON records here")
+    parser.add_argument("--only", nargs="*", default=[], help="fixture names (default: all)")
+    parser.add_argument("--seeds", type=int, default=0, metavar="N",
+                        help="verify the set N times, on the inputs of seeds 1 to N (default: once, on a new seed); "
+                             "a fixture's verdict and worst multiple are then its worst over the seeds")
+    args = parser.parse_args()
+    chosen = {k: v for k, v in fixtures().items() if not args.only or k in args.only}
+    seeds: list[int | None] = list(range(1, args.seeds + 1)) if args.seeds > 0 else [None]
+    records, took = [], 0.0
+    for seed in seeds:
+        record, seconds = verify_all(chosen, seed)
+        records.append(record)
+        took += seconds
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"error_model-seed-{record['projects'][0].get('seed')}.json").write_text(
+                json.dumps(record, indent=1))
     wrong = 0
+    drawn = ", ".join(str(r["projects"][0].get("seed")) for r in records)
+    print(f"inputs drawn from seed{'s' if len(records) > 1 else ''} {drawn}")
     print(f"{'fixture':34} {'expect':7} {'got':5} worst multiple of the dtype's own error (output/dtype)")
-    for project in record["projects"]:
-        name = project["project"]
+    by_name: dict[str, list[dict]] = {}
+    for record in records:
+        for project in record["projects"]:
+            by_name.setdefault(project["project"], []).append(project)
+    correct_worst = 0.0
+    for name, runs in by_name.items():
         correct = chosen[name][1]
-        verified = project["exit_code"] == 0
-        as_expected = verified == correct
-        wrong += not as_expected
-        worst = worst_multiples(project)
+        # a correct fixture must verify on every seed, a broken one fail on every seed
+        odd = [r for r in runs if (r["exit_code"] == 0) != correct]
+        wrong += bool(odd)
+        worst: dict[str, float] = {}
+        for run in runs:
+            for key, value in worst_multiples(run).items():
+                worst[key] = max(worst.get(key, 0.0), value)
+        if correct:
+            correct_worst = max([correct_worst, *worst.values()])
         shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(worst.items(), key=lambda kv: -kv[1])[:4])
-        print(f"{name:34} {'pass' if correct else 'fail':7} {'pass' if verified else 'FAIL':5} "
-              f"{'' if as_expected else '<< UNEXPECTED '}{shown}")
-        if not as_expected or not correct:
+        got = ("pass" if correct else "FAIL") if not odd else ("FAIL" if correct else "pass")
+        seen_on = f"(seed {', '.join(str(r.get('seed')) for r in odd)}) " if odd and len(runs) > 1 else ""
+        print(f"{name:34} {'pass' if correct else 'fail':7} {got:5} "
+              f"{'<< UNEXPECTED ' + seen_on if odd else ''}{shown}")
+        if odd or not correct:
+            project = (odd or runs)[0]
             for case in project["cases"]:
                 if case["status"] in ("failed", "error"):
                     print(f"{'':44}case {case['label']} {case['config']}: {case['messages'][0][:150]}")
                     break
             for problem in project.get("problems", [])[:1]:
                 print(f"{'':44}problem: {problem['message'][:150]}")
-    correct_worst = max((v for p in record["projects"] if chosen[p["project"]][1]
-                         for v in worst_multiples(p).values()), default=0.0)
-    print(f"\n{len(chosen)} fixtures in {took:.0f} s; {wrong} not as expected; the largest multiple any correct "
-          f"fixture reached: {correct_worst:.2f}")
+    print(f"\n{len(chosen)} fixtures x {len(records)} seed{'s' if len(records) > 1 else ''} in {took:.0f} s; {wrong} "
+          f"not as expected; the largest multiple any correct fixture reached: {correct_worst:.2f}")
     return 1 if wrong else 0
 
 
