@@ -201,6 +201,22 @@ def test_only_a_verification_alone_on_this_machines_gpu_starts_the_process(monke
     assert not compile_check_wanted(job(), False, gpus, True)
 
 
+@pytest.mark.parametrize("beside", [True, False])
+def test_a_runner_that_is_one_lane_among_several_keeps_the_check_in_its_worker(monkeypatch, beside):
+    started = []
+
+    def start_compile_check(job_file, folder, gpu):
+        started.append(folder)
+        return SimpleNamespace(pid=1, poll=lambda: 0, wait=lambda: 0)
+
+    monkeypatch.delenv(runner_module.COMPILE_CHECK_ENV, raising=False)
+    runner = runner_module.Runner(check_beside=beside, gpus=[GpuSlot("0", "H200", "GPU-1")],
+                                  workers=SimpleNamespace(local=True, start_compile_check=start_compile_check))
+    monkeypatch.setattr(runner, "_execute", lambda job, on_event, limits, started_at: job)
+    sent = runner._run(job(), lambda event: None, (None, None))
+    assert len(started) == beside and bool(sent.compile_check) == beside
+
+
 def test_the_process_is_named_in_the_job_and_ends_with_the_run(tmp_path):
     started = {}
 

@@ -278,6 +278,8 @@ def test_verification_alone_shares_each_gpu_between_projects_and_a_benchmark_nev
         assert [[g.id for g in r.gpus] for r in spread] == [["0"], ["1"], ["0"], ["1"]]
         assert len(lanes(2, FAKE[:1], per_gpu=4)) == 2  # never more lanes than projects
         assert len(lanes(3, [], per_gpu=4)) == 1  # no GPU (the interpreter): one lane
+        # the torch.compile check's own process: for a lane alone, not for lanes whose projects overlap already
+        assert [r.check_beside for r in shared] == [False] * 3 and [r.check_beside for r in benched] == [True]
     finally:
         for runner in shared + benched + spread:
             runner.close()

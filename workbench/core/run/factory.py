@@ -26,14 +26,15 @@ PROJECTS_PER_GPU_ENV = "WORKBENCH_PROJECTS_PER_GPU"
 
 def make_runner(*, interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
                 gpus: Sequence[GpuSlot] = (), env: dict[str, str] | None = None, launcher: Sequence[str] = (),
-                workers: WorkerSource | None = None) -> Runner:
+                workers: WorkerSource | None = None, check_beside: bool = True) -> Runner:
     """A runner. `parallel`: the verification workers of a run (default: default_parallel(); one under a
     launcher, whose profiler wants one process at a time); `keep_warm`: start the next run's workers ahead
-    (the live loop, several projects); `gpus`: the GPUs to place workers on (none: the environment's)."""
+    (the live loop, several projects); `gpus`: the GPUs to place workers on (none: the environment's);
+    `check_beside`: Runner's."""
     if parallel is None:
         parallel = 1 if launcher else default_parallel()
     return Runner(interpret=interpret, keep_warm=keep_warm, env=env, launcher=launcher, parallel=parallel, gpus=gpus,
-                  workers=workers)
+                  workers=workers, check_beside=check_beside)
 
 
 def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
@@ -49,7 +50,10 @@ def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
         shares = [gpus[lane::count] for lane in range(count)]
     else:
         shares = [[gpus[lane % len(gpus)]] for lane in range(count)]
-    return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=max(1, parallel // count), gpus=share)
+    # One lane: its project's torch.compile check may run in a process of its own (runner.compile_check_wanted);
+    # several: their projects already overlap, and the process was measured for one project only (RESULTS 3p)
+    return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=max(1, parallel // count), gpus=share,
+                        check_beside=count == 1)
             for share in shares]
 
 

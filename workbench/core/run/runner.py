@@ -34,7 +34,8 @@ from .workers import LocalWorkers, WorkerStartError, forkserver_wanted
 
 
 # A verification on a GPU runs its torch.compile check in a process of its own (verify/compat_beside.py): on a
-# fresh machine 17.5 s instead of 22.9 s (benchmarks/RESULTS.md 3p). "0" keeps the check in the worker.
+# fresh machine 17.5 s instead of 22.9 s (benchmarks/RESULTS.md 3p). "0" keeps the check in the worker, as does
+# a lane beside others (Runner.check_beside: measured for one project at a time only).
 COMPILE_CHECK_ENV = "WORKBENCH_COMPILE_CHECK_PROCESS"
 
 
@@ -109,13 +110,15 @@ class Runner:
     over, so no spare warms up beside a timing.
 
     `workers`: where workers come from (contracts.WorkerSource); by default this machine's
-    (workers.LocalWorkers, built from `interpret`, `env`, `python` and `launcher`).
+    (workers.LocalWorkers, built from `interpret`, `env`, `python` and `launcher`). `check_beside`: a
+    verification may start its torch.compile check in a process of its own (compile_check_wanted); false for a
+    lane beside others (factory.lanes), whose projects' runs overlap one another already.
     """
 
     def __init__(self, interpret: bool = False, keep_warm: bool = False, env: dict[str, str] | None = None,
                  python: str = sys.executable, launcher: Sequence[str] = (), parallel: int = 1,
-                 gpus: Sequence[GpuSlot] = (), workers: WorkerSource | None = None):
-        self.interpret, self.keep_warm = interpret, keep_warm
+                 gpus: Sequence[GpuSlot] = (), workers: WorkerSource | None = None, check_beside: bool = True):
+        self.interpret, self.keep_warm, self.check_beside = interpret, keep_warm, check_beside
         self.launcher = list(launcher)
         self.source = workers or LocalWorkers(interpret, env, python, launcher)
         self.supply = WorkerSupply(self.source)
@@ -221,7 +224,7 @@ class Runner:
         started = time.monotonic()
         # The torch.compile check in a process of its own, started now: its Dynamo and Inductor beside the
         # workers' start-up and cases (verify/compat_beside.py)
-        if compile_check_wanted(job, self.interpret, self.gpus, self.source.local):
+        if self.check_beside and compile_check_wanted(job, self.interpret, self.gpus, self.source.local):
             self.compile_check = CompileCheck.start(self.source, job, self.gpu_for(0))
             if self.compile_check is not None:
                 job = self.compile_check.for_job(job)
