@@ -103,3 +103,19 @@ async def test_a_crashing_kernel_leaves_the_app_alive(project):
         assert "SIGSEGV" in text_of(app.query_one("#detail"))
         assert await saved_and_judged(app, pilot, project, kernels.GOOD + "\n# fixed\n") == "passed"
         assert app.is_running
+
+
+async def test_n_runs_again_on_new_inputs_and_keeps_that_seed_for_the_saves_after(project):
+    app = WorkbenchApp(project, seed=41)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: verdict_of(app, project.source_hash()) == "passed", what="the first run")
+        assert "seed 41 (n: new)" in text_of(app.query_one("#status"))
+        first = app.session.current.run_id
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.session.current.run_id != first and app.session.current.started is not None
+                       and app.session.current.finished is not None, what="the run on new inputs")
+        drawn = app.session.current.started.seed
+        assert drawn == app.loop.seed != 41
+        assert f"seed {drawn} (n: new)" in text_of(app.query_one("#status"))
+        assert await saved_and_judged(app, pilot, project, kernels.GOOD + "\n# saved\n") == "passed"
+        assert app.session.current.started.seed == drawn  # the saves after it draw alike

@@ -15,6 +15,7 @@ from textual.app import SystemCommand
 from textual.screen import Screen
 from textual.widgets import TabbedContent
 
+from ..core.project.config import draw_seed
 from .editor import editor_command, is_terminal_editor
 from .messages import ProfileDone
 from .model import RunState
@@ -86,6 +87,12 @@ class Actions:
 
     def action_rerun(self) -> None:
         self.submit("rerun")
+
+    def action_new_inputs(self) -> None:
+        """Run again on inputs drawn from a new seed, kept for the saves after it (a verdict that holds on one
+        draw of the inputs and not another is borderline: the seed on screen replays either)."""
+        self.loop.seed = draw_seed()
+        self.submit("new inputs")
 
     def action_verify_only(self) -> None:
         self.submit("verify only", stages=("verify",))

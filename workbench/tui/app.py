@@ -75,6 +75,7 @@ class WorkbenchApp(LiveEvents, HistoryTabs, RunView, Actions, App):
     TITLE = "Kernel Workbench"
     BINDINGS = [
         Binding("r", "rerun", "rerun"),
+        Binding("n", "new_inputs", "new inputs", show=False),  # said beside the seed in the status line
         Binding("v", "verify_only", "verify only"),
         Binding("b", "bench_off", "bench: on"),
         Binding("b", "bench_on", "bench: off"),

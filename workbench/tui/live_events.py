@@ -38,7 +38,7 @@ QUIET_EVENTS = (WorkerReady, LogLine, StageChanged)
 BENCH_PANELS = frozenset({"status", "bench", "autotune", "log"})  # what events after the verdict redraw
 # What overtook a run, by the newer request's reason: "run 3 · ... (cancelled: overtaken by a save)".
 OVERTAKEN_BY = {"save": "a save", "rerun": "a rerun", "verify only": "a verify-only run", "pin": "a pinned run",
-                "start": "the first run"}
+                "start": "the first run", "new inputs": "a run on new inputs"}
 
 
 class LiveEvents:

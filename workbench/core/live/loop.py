@@ -34,7 +34,7 @@ from .watch import Save
 @dataclass(frozen=True)
 class RunRequest:
     stages: tuple[str, ...] = ("verify",)
-    reason: str = "save"  # start | save | rerun | verify only
+    reason: str = "save"  # start | save | rerun | verify only | new inputs
     pins: tuple[tuple[str, int | str], ...] = ()  # (autotuned kernel name, the config as described or its index)
     save: Save | None = None
     requested_at: float = field(default_factory=time.time)

@@ -72,8 +72,8 @@ def identity_line(session: LiveSession) -> Text:
     for kernel, index in sorted(session.pins.items()):
         text.append(f"  📌 {kernel}#{index}", style="bold cyan")
     seed = run.started.seed if run is not None and run.started is not None else None
-    if seed is not None:  # the inputs' draw: `workbench verify --seed N` draws the same
-        text.append(f"  │  seed {seed}", style="grey50")
+    if seed is not None:  # the inputs' draw: `workbench verify --seed N` draws the same; n draws others
+        text.append(f"  │  seed {seed} (n: new)", style="grey50")
     if ready is not None:  # last: the first thing to go when the line is too long
         text.append(f"  │  torch {ready.torch_version} · triton {ready.triton_version}", style="grey50")
     return text
