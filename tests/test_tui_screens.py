@@ -163,8 +163,8 @@ async def test_footer_keys_and_command_palette_list_the_actions(project):
         keys = {k: a.binding.description for k, a in app.screen.active_bindings.items() if a.binding.show}
         assert keys["b"] == "bench: off" and app.session.stages == ("verify",)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("Rerun", "Verify only", "Benchmarking on", "Open error in editor", "Pin autotune config",
-                      "Quit"):
+        for title in ("Rerun", "Rerun on new inputs", "Verify only", "Benchmarking on", "Open error in editor",
+                      "Pin autotune config", "Quit"):
             assert title in titles
 
 

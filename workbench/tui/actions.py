@@ -65,6 +65,8 @@ class Actions:
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield SystemCommand("Rerun", "Verify and benchmark the kernel again (r)", self.action_rerun)
+        yield SystemCommand("Rerun on new inputs", "Draw the inputs from a new seed, for this run and the saves "
+                            "after it (n)", self.action_new_inputs)
         yield SystemCommand("Verify only", "Run verification without benchmarking (v)", self.action_verify_only)
         if not self.session.bench_unavailable:
             on = self.session.bench_on
