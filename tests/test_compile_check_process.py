@@ -197,6 +197,7 @@ def test_only_a_verification_alone_on_this_machines_gpu_starts_the_process(monke
     assert not compile_check_wanted(job(torch_compile="off"), False, gpus, True)
     assert not compile_check_wanted(job(repeat_calls=False), False, gpus, True)
     assert not compile_check_wanted(job(backward=True), False, gpus, True)
+    assert not compile_check_wanted(job(), False, gpus, True, alone=False)  # one lane among several
     monkeypatch.setenv(runner_module.COMPILE_CHECK_ENV, "0")
     assert not compile_check_wanted(job(), False, gpus, True)
 

@@ -39,14 +39,15 @@ from .workers import LocalWorkers, WorkerStartError, forkserver_wanted
 COMPILE_CHECK_ENV = "WORKBENCH_COMPILE_CHECK_PROCESS"
 
 
-def compile_check_wanted(job: Job, interpret: bool, gpus: Sequence[GpuSlot], local: bool) -> bool:
+def compile_check_wanted(job: Job, interpret: bool, gpus: Sequence[GpuSlot], local: bool, alone: bool = True) -> bool:
     """Whether a run starts the process that runs its torch.compile check beside its workers
     (verify/compat_beside.py): a verification alone (a benchmark or a profiler wants nothing else on the GPU),
     not the live loop's (it runs no such check), on this machine's GPU, with the check on, on the repeat call's
-    inputs (repeat_calls) and not a training kernel's by its config (the process finds the others itself); and
-    unless COMPILE_CHECK_ENV is "0"."""
+    inputs (repeat_calls) and not a training kernel's by its config (the process finds the others itself), by a
+    runner that is not one lane among several (`alone`: Runner.check_beside); and unless COMPILE_CHECK_ENV is
+    "0"."""
     verify = job.config.get("verify", {})
-    return (job.stages == ["verify"] and not job.live and not interpret and bool(gpus) and local
+    return (alone and job.stages == ["verify"] and not job.live and not interpret and bool(gpus) and local
             and verify.get("torch_compile", "check") != "off" and verify.get("repeat_calls", True)
             and not verify.get("backward", False) and os.environ.get(COMPILE_CHECK_ENV, "1") != "0")
 
@@ -224,7 +225,7 @@ class Runner:
         started = time.monotonic()
         # The torch.compile check in a process of its own, started now: its Dynamo and Inductor beside the
         # workers' start-up and cases (verify/compat_beside.py)
-        if self.check_beside and compile_check_wanted(job, self.interpret, self.gpus, self.source.local):
+        if compile_check_wanted(job, self.interpret, self.gpus, self.source.local, self.check_beside):
             self.compile_check = CompileCheck.start(self.source, job, self.gpu_for(0))
             if self.compile_check is not None:
                 job = self.compile_check.for_job(job)

@@ -55,7 +55,6 @@ class RunOutcome:
     tally: Tally = field(default_factory=Tally)
     finished: RunFinished | None = None
     record: RunRecord | None = None
-    seed: int | None = None  # the seed the run's inputs were drawn from (config.inputs_seed); None: not started
 
     @property
     def verdict(self) -> Verdict:
@@ -72,6 +71,12 @@ class RunOutcome:
     @property
     def started(self) -> RunStarted | None:
         return next((e for e in self.events if isinstance(e, RunStarted)), None)
+
+    @property
+    def seed(self) -> int | None:
+        """The seed the run's inputs were drawn from (config.inputs_seed), as its worker said; None: not started."""
+        started = self.started
+        return started.seed if started is not None else None
 
     def of_type(self, cls: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, cls)]
@@ -323,8 +328,8 @@ def _run_project(project: Project, runner: RunnerLike, spec: RunSpec, on_event: 
     if spec.bench_mode:  # the command line's --mode wins over workbench.toml
         config = replace(config, bench=replace(config.bench, mode=spec.bench_mode))
     # the inputs' seed: the command line's, else workbench.toml's, else the session's draw (said in the report)
-    outcome.seed = next(v for v in (spec.seed, config.verify.seed, seed, draw_seed()) if v is not None)
-    config = replace(config, verify=replace(config.verify, seed=outcome.seed))
+    chosen = next((v for v in (spec.seed, config.verify.seed, seed) if v is not None), None)
+    config = replace(config, verify=replace(config.verify, seed=draw_seed() if chosen is None else chosen))
     if spec.timeout_s:  # the command line's --timeout wins over workbench.toml
         config = replace(config, verify=replace(config.verify, timeout_s=spec.timeout_s,
                                                  interpret_timeout_s=spec.timeout_s))
