@@ -49,6 +49,8 @@ class KernelCalls:
 
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
+        # the project's tl.dot rounds float32 inputs to TF32: so does one more rounding of them (error_model.py)
+        self.tf32 = config.fp32_precision == "tf32"
 
     def deliver(self, data: CaseData) -> Any:
         """Hand a case to the judge (battery.Verifier.deliver)."""
@@ -125,12 +127,12 @@ class KernelCalls:
 
     def reference(self, inputs: list[Any], case: Case, quiet: bool = False, native: bool = False) -> Reference:
         """The case's references (verify/references.upcast_reference), for the benchmark's recheck too."""
-        return upcast_reference(self.km, inputs, case, self.emit, quiet, native)
+        return upcast_reference(self.km, inputs, case, self.emit, quiet, native, self.tf32)
 
     def _referenced(self, data: CaseData, inputs: list[Any], case: Case) -> tuple[Reference | None, set[int]]:
         """The case's references into `data` (reference_fn three ways: verify/references.py), and the outputs
         reference_fn returns as views of its inputs; None for a generated shape it refuses (`data` skipped)."""
-        reference = reference_or_skip(self.km, inputs, case, data, self.emit)
+        reference = reference_or_skip(self.km, inputs, case, data, self.emit, self.tf32)
         if reference is None:
             return None, set()
         data.notes += [reference.note] if reference.note else []
@@ -169,7 +171,7 @@ class KernelCalls:
         if inputs is None:
             return None  # get_inputs refuses the size: said as a dropped case
         try:
-            reference = upcast_reference(self.km, inputs, case, self.emit, quiet=True, native=True)
+            reference = upcast_reference(self.km, inputs, case, self.emit, quiet=True, native=True, tf32=self.tf32)
         except RunAborted as exc:
             return large_index_skipped(case, f"reference_fn refuses this size ({exc}): case dropped")
         if reference.precision != "float64":

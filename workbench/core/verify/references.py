@@ -20,9 +20,11 @@ import torch
 from ..events import Event
 from ..project.contract import Case, KernelModule, first_line, problem_from_exception
 from ..stage import ContextPoisoned, RunAborted, is_cuda_fatal
-from .error_model import RoundEachOp, farthest, intermediate_unit, rounded_once_more, rounding_draws
+from .error_model import (STRESSED_ROUNDING_DRAWS, RoundEachOp, farthest, intermediate_unit, rounded_once_more,
+                          rounding_draws)
 from .handoff import CaseData
 from .tensors import Outputs, aliased_outputs, cast_floats, clone_inputs, flatten_outputs, in_order_of, synchronize
+from .value_stress import BY_NAME
 
 
 @dataclass
@@ -35,10 +37,11 @@ class Reference:
 
 
 def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Callable[[Event], None],
-                     quiet: bool = False, native: bool = False) -> Reference:
+                     quiet: bool = False, native: bool = False, tf32: bool = False) -> Reference:
     """reference_fn on upcast inputs: float64, else float32 (a reference that refuses float64, or a benchmark
     shape too big for it), else the inputs' own dtype; the note says which. `native`: also reference_fn on the
-    inputs as given (Reference.native). In float64, also on the inputs rounded once more (Reference.rounded).
+    inputs as given (Reference.native). In float64, also on the inputs rounded once more (Reference.rounded;
+    `tf32`: float32 inputs by TF32's unit, error_model.rounded_once_more).
     Raises RunAborted when reference_fn raises in every precision (`quiet`: with the reason, else reported)."""
     notes = []
     for dtype in (torch.float64, torch.float32):
@@ -47,7 +50,8 @@ def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Call
             synchronize()
             note = f"reference_fn ran in float32 ({'; '.join(notes)})" if notes else ""
             return Reference(out, note, native_reference(km, inputs)[0] if native else None,
-                             rounded_reference(km, inputs, out) if dtype == torch.float64 else None,
+                             rounded_reference(km, inputs, out, tf32, value_stressed(case))
+                             if dtype == torch.float64 else None,
                              str(dtype).replace("torch.", ""))
         except torch.cuda.OutOfMemoryError:
             torch.cuda.empty_cache()
@@ -72,29 +76,35 @@ def upcast_reference(km: KernelModule, inputs: list[Any], case: Case, emit: Call
 
 
 def reference_or_skip(km: KernelModule, inputs: list[Any], case: Case, data: CaseData,
-                      emit: Callable[[Event], None]) -> Reference | None:
+                      emit: Callable[[Event], None], tf32: bool = False) -> Reference | None:
     """upcast_reference; for a generated case whose shape reference_fn refuses, None with `data` skipped."""
     if not case.generated:
-        return upcast_reference(km, inputs, case, emit)
+        return upcast_reference(km, inputs, case, emit, tf32=tf32)
     try:
-        return upcast_reference(km, inputs, case, emit, quiet=True)
+        return upcast_reference(km, inputs, case, emit, quiet=True, tf32=tf32)
     except RunAborted as exc:
         data.status = "skipped"
         data.notes.append(f"reference_fn refuses this generated shape ({exc}): case dropped")
         return None
 
 
-def rounded_reference(km: KernelModule, inputs: list[Any], truth: Outputs) -> Outputs | None:
+def value_stressed(case: Case) -> bool:
+    """A case whose inputs a value stress changed (verify/value_stress.py; not a large-index case)."""
+    return bool(case.stress) and case.stress in BY_NAME
+
+
+def rounded_reference(km: KernelModule, inputs: list[Any], truth: Outputs, tf32: bool = False,
+                      stressed: bool = False) -> Outputs | None:
     """reference_fn in float64 on the inputs rounded once more, with each of its intermediate results rounded once
-    more too (verify/error_model.py: how much one more rounding moves the output); for small outputs several
-    draws, each element the farthest from `truth` (the float64 reference's outputs). None when it raises or
-    does not fit."""
+    more too (verify/error_model.py: how much one more rounding moves the output); for small outputs and
+    `stressed` cases (value_stressed) several draws, each element the farthest from `truth` (the float64
+    reference's outputs). None when it raises or does not fit."""
     unit = intermediate_unit(inputs)
     try:
         draws = []
-        for draw in range(rounding_draws(truth.tensors)):
+        for draw in range(rounding_draws(truth.tensors, STRESSED_ROUNDING_DRAWS if stressed else 1)):
             with RoundEachOp(draw, unit):
-                draws.append(flatten_outputs(km.reference_fn(*rounded_once_more(clone_inputs(inputs), draw))))
+                draws.append(flatten_outputs(km.reference_fn(*rounded_once_more(clone_inputs(inputs), draw, tf32))))
         synchronize()
         out = draws[0]
         if len(draws) > 1 and all(d.names == truth.names for d in draws):

@@ -129,8 +129,17 @@ OVERFLOW_HINT = ("an overflow: an exp of large values (subtract the row max firs
                  "dtype's range (accumulate in float32?)")
 
 
-def stress_note(stress: str, overflow: bool) -> str:
+TF32_STRESS_HINT = ("TF32: the project says its tl.dot rounds float32 inputs to TF32 (`fp32_precision = \"tf32\"`), 10 "
+             "mantissa bits where float32 keeps 23, and large values make a softmax of products turn on that "
+             "rounding (a near-tie between two scores goes the other way); float32's budget is float32's error: "
+             "pass input_precision=\"ieee\" to tl.dot for float32 inputs, or leave float32 out")
+
+
+def stress_note(stress: str, overflow: bool, tf32: bool = False) -> str:
     """What a failure under `stress` usually means; `overflow`: the failure is NaN or infinity where the
-    reference has numbers."""
+    reference has numbers; `tf32`: a float32 case of a project whose tl.dot runs in TF32."""
+    hint = OVERFLOW_HINT if overflow else BY_NAME[stress].hint
+    if tf32 and not overflow and stress == "values x64":
+        hint = f"{hint}; or {TF32_STRESS_HINT}"
     return (f"value stress [{stress}]: every floating-point input {BY_NAME[stress].does}; where the case passes "
-            f"without it, this usually means {OVERFLOW_HINT if overflow else BY_NAME[stress].hint}")
+            f"without it, this usually means {hint}")
