@@ -14,7 +14,9 @@ Two kernels run that algorithm, picked by what the tensors allow:
 - attention_kernel, anything else (other head dims, any strides, fp32, any GPU): pointer loads.
 Shapes: q, k, v of one shape (batch, heads, seq_len, head_dim), any seq_len, head_dim in
 {16, 32, 64, 128}. Forward only (no backward, no logsumexp output).
-Dtypes: float16, bfloat16, float32 (tl.dot rounds fp32 to TF32: ~1e-3 relative error).
+Dtypes: float16, bfloat16, float32 (its products in full fp32, input_precision="ieee": TF32's
+10-bit inputs would turn a near-tie between two large scores the other way; fp32 runs on the CUDA
+cores, several times slower than the 16-bit types).
 Limits: one config per kernel and shape class (each costs a compile of about 1.5-2 s on the
 first call). PyTorch's default backend on an H100 (not the flash one) is faster still: 616
 against 508 TFLOP/s at head_dim 128, 4096 tokens, non-causal.
@@ -33,6 +35,8 @@ def attention_kv_loop(
     offs_m, kv_start, kv_end, seq_len, qk_scale,
     KV_BLOCK: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
 ):
+    # fp32 products in fp32 ("ieee"); tl.dot's default would round fp32 inputs to TF32
+    DOT_PRECISION: tl.constexpr = "ieee" if q.dtype == tl.float32 else "tf32"
     offs_n = tl.arange(0, KV_BLOCK)
     k_ptrs += kv_start * stride_kn
     v_ptrs += kv_start * stride_vn
@@ -43,7 +47,7 @@ def attention_kv_loop(
             k = tl.load(k_ptrs, mask=cols[None, :] < seq_len, other=0.0)
         else:
             k = tl.load(k_ptrs)
-        qk = tl.dot(q, k)
+        qk = tl.dot(q, k, input_precision=DOT_PRECISION)
         # Scores in log2 units (qk_scale folds in log2(e)) so that exp2 does the softmax.
         if MASKED:
             valid = cols[None, :] < seq_len
@@ -66,7 +70,7 @@ def attention_kv_loop(
         else:
             v = tl.load(v_ptrs)
         # p in the input dtype: the second product runs on the tensor cores at full rate.
-        acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
+        acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None], input_precision=DOT_PRECISION)
         row_max = new_max
         k_ptrs += KV_BLOCK * stride_kn
         v_ptrs += KV_BLOCK * stride_vn
