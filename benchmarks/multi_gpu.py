@@ -35,9 +35,9 @@ from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_p
 from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
 
 
-def workbench(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
-           "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}
+           "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1", **(env_extra or {})}
     done = subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT)
     if check and done.returncode not in (0, 1):
@@ -45,16 +45,24 @@ def workbench(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return done
 
 
-def verify_all(projects: list[Path], gpus: str, extra: list[str]) -> dict:
+def split_setting(setting: str) -> tuple[str, dict[str, str]]:
+    """`all:2` -> ("all", WORKBENCH_PROJECTS_PER_GPU=2): the GPUs to verify on and the projects each takes at once."""
+    gpus, _, per_gpu = setting.partition(":")
+    return gpus, ({"WORKBENCH_PROJECTS_PER_GPU": per_gpu} if per_gpu else {})
+
+
+def verify_all(projects: list[Path], setting: str, extra: list[str]) -> dict:
+    gpus, env_extra = split_setting(setting)
     started = time.perf_counter()
-    done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False)
+    done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False, env_extra=env_extra)
     wall = time.perf_counter() - started
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         raise SystemExit(f"verify --gpus {gpus} printed no JSON (exit {done.returncode}):\n{done.stderr[-3000:]}")
     cases = [c for p in report["projects"] for c in p["cases"] if not c["config"]]
-    return {"gpus": gpus, "wall_s": round(wall, 2), "exit_code": report["exit_code"],
+    return {"gpus": setting, "wall_s": round(wall, 2), "exit_code": report["exit_code"],
+            "project_s": {p["project"]: p.get("duration_s") for p in report["projects"]},
             "passed": sum(c["status"] == "passed" for c in cases), "cases": len(cases),
             "gpus_used": sorted({c["gpu"] for c in cases if c.get("gpu")}),
             "verdicts": {p["project"]: p["verdict"] for p in report["projects"]}}
@@ -65,6 +73,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed runs of each setting (default 3)")
     parser.add_argument("--ops", help="comma-separated ops (default: every one `workbench new --list` names)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every run as JSON")
+    parser.add_argument("--settings", default="0,all",
+                        help="comma-separated --gpus values to compare, the first the baseline; `all:2` also sets "
+                             "WORKBENCH_PROJECTS_PER_GPU=2 (default: 0,all)")
     parser.add_argument("--smoke", action="store_true",
                         help="no GPU needed: one round under the interpreter, to check the script itself")
     args = parser.parse_args()
@@ -72,7 +83,7 @@ def main() -> int:
     gpus = discover_gpus()
     if not args.smoke and len(gpus) < 2:
         raise SystemExit(f"needs two GPUs or more; nvidia-smi shows {len(gpus)} (use --smoke to try the script)")
-    settings = ["all"] if args.smoke else ["0", "all"]
+    settings = ["all"] if args.smoke else args.settings.split(",")
     extra = ["--interpret"] if args.smoke else []
     rounds = 1 if args.smoke else args.rounds
     catalog = Catalog(builtin_scaffolds())
@@ -98,6 +109,8 @@ def main() -> int:
                 print(f"  round {round_ + 1}: --gpus {setting:<4} {run['wall_s']:7.2f} s, "
                       f"{run['passed']}/{run['cases']} cases passed on GPUs {', '.join(run['gpus_used']) or '-'}, "
                       f"exit {run['exit_code']}", flush=True)
+                slowest = sorted(run["project_s"].items(), key=lambda kv: -(kv[1] or 0))[:4]
+                print("    slowest projects: " + ", ".join(f"{name} {s or 0:.1f} s" for name, s in slowest), flush=True)
 
     rows = [("setting", "GPUs used", "wall s (median)", "min", "max", "cases passed", "exit", "speed-up")]
     base = statistics.median(r["wall_s"] for r in runs[settings[0]])
