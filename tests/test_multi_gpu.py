@@ -285,3 +285,31 @@ def test_verification_alone_shares_each_gpu_between_projects_and_a_benchmark_nev
             runner.close()
     monkeypatch.delenv(PROJECTS_PER_GPU_ENV)
     assert 1 <= verify_lanes_per_gpu() <= 4
+
+
+def test_lanes_share_the_machines_cores_out_rather_than_one_runs_cap(monkeypatch):
+    """8 lanes (2 GPUs, 4 projects each) on 32 cores: 2 workers each, the machine's 16 shared out; before, one
+    run's cap of 8 was shared and each lane compiled with 1 (attention_train took 67 s there against 37 s on one
+    GPU's 4 lanes of 2). One lane keeps one run's cap; WORKBENCH_WORKERS is the machine's total."""
+    from workbench.core.run import factory, runner
+
+    monkeypatch.delenv("WORKBENCH_WORKERS", raising=False)
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 32)
+    made = []
+    monkeypatch.setattr(factory, "make_runner", lambda **kw: made.append(kw) or kw)
+    factory.lanes(16, FAKE, per_gpu=4)
+    assert [kw["parallel"] for kw in made] == [2] * 8
+    made.clear()
+    factory.lanes(16, FAKE[:1], per_gpu=4)
+    assert [kw["parallel"] for kw in made] == [4] * 4
+    made.clear()
+    factory.lanes(1, FAKE[:1], per_gpu=4)
+    assert [kw["parallel"] for kw in made] == [8]  # one run's cap
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 16)
+    made.clear()
+    factory.lanes(16, FAKE[:1], per_gpu=4)
+    assert [kw["parallel"] for kw in made] == [2] * 4  # the 16-core GPU machine: as before
+    monkeypatch.setenv("WORKBENCH_WORKERS", "4")
+    made.clear()
+    factory.lanes(16, FAKE, per_gpu=4)
+    assert [kw["parallel"] for kw in made] == [1] * 8

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from .contracts import RunnerLike, WorkerSource
 from .gpus import GpuSlot, select_gpus
 from .protocol import count_from_env
-from .runner import Runner, default_parallel
+from .runner import MAX_WORKERS_PER_RUN, Runner, default_parallel, machine_workers
 
 PROJECTS_PER_GPU_ENV = "WORKBENCH_PROJECTS_PER_GPU"
 
@@ -45,14 +45,16 @@ def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
     project's start-up and compiles overlap another's cases."""
     gpus = list(gpus)
     count = max(1, min(len(gpus) * max(1, per_gpu), projects))
-    parallel = default_parallel()
+    # The machine's cores shared out (machine_workers), not one run's cap: on 2 GPUs and 32 cores, 8 lanes of 1
+    # worker each left the longest project (attention_train) compiling alone and 2 GPUs slower than one (RESULTS 3q)
+    workers = max(1, min(MAX_WORKERS_PER_RUN, (machine_workers() if count > 1 else default_parallel()) // count))
     if count <= len(gpus) or not gpus:
         shares = [gpus[lane::count] for lane in range(count)]
     else:
         shares = [[gpus[lane % len(gpus)]] for lane in range(count)]
     # One lane: its project's torch.compile check may run in a process of its own (runner.compile_check_wanted);
     # several: their projects already overlap, and the process was measured for one project only (RESULTS 3p)
-    return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=max(1, parallel // count), gpus=share,
+    return [make_runner(interpret=interpret, keep_warm=keep_warm, parallel=workers, gpus=share,
                         check_beside=count == 1)
             for share in shares]
 

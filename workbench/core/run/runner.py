@@ -88,12 +88,22 @@ class CompileCheck:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+MAX_WORKERS_PER_RUN = 8
+
+
 def default_parallel() -> int:
     """Verification workers: compilation is per process, so shards compile in parallel.
 
-    WORKBENCH_WORKERS overrides; by default one per two cores, at most 8.
+    WORKBENCH_WORKERS overrides; by default one per two cores, at most MAX_WORKERS_PER_RUN.
     """
-    return count_from_env("WORKBENCH_WORKERS", max(1, min(8, (os.cpu_count() or 2) // 2)))
+    return count_from_env("WORKBENCH_WORKERS", max(1, min(MAX_WORKERS_PER_RUN, (os.cpu_count() or 2) // 2)))
+
+
+def machine_workers() -> int:
+    """Verification workers for the whole machine, shared out among lanes of projects (factory.lanes):
+    WORKBENCH_WORKERS, else one per two cores (no cap: 16 on 32 cores, where one run takes at most
+    MAX_WORKERS_PER_RUN)."""
+    return count_from_env("WORKBENCH_WORKERS", max(1, (os.cpu_count() or 2) // 2))
 
 
 class Runner:
