@@ -589,3 +589,30 @@ def test_a_stress_cases_further_draws_are_taken_only_where_one_draw_does_not_pas
     assert judged(stressed, _attention(*inputs)) and runs == []  # torch's own result: one draw's budget holds
     assert judged(stressed, _flash_attention(*inputs)) and runs == [{"stressed": True}]
     assert not judged(plain, _flash_attention(*inputs)) and len(runs) == 1  # not a stress case: one draw
+
+
+def test_a_stress_case_far_past_its_budget_takes_no_further_draws(monkeypatch):
+    """A kernel off by far more than further draws could budget (a wrong softmax scale at 64x the values: rows
+    whose winner changes) or with NaN where the reference has numbers costs no further reference runs."""
+    from pathlib import Path
+
+    from workbench.core.project.contract import Case, KernelModule
+    from workbench.core.verify import calls as calls_module
+    from workbench.core.verify.calls import KernelCalls
+    from workbench.core.verify.references import upcast_reference
+    from workbench.core.verify.tensors import flatten_outputs
+
+    km = KernelModule(path=Path("kernel.py"), module=None, kernel_fn=_flash_attention, reference_fn=_attention,
+                      get_inputs=None, cases=[])
+    calls = KernelCalls(km, VerifyConfig(), lambda event: None, interpret=True)
+    runs = []
+    monkeypatch.setattr(calls_module, "rounded_reference", lambda *a, **k: runs.append(k))
+    generator = torch.Generator().manual_seed(13)
+    inputs = [torch.randn(1, 2, 65, 32, generator=generator) * 64 for _ in range(3)] + [False]
+    case = Case(0, {}, generated=True, stress="values x64")
+    ref = upcast_reference(km, inputs, case, lambda event: None, native=True)
+    for out in (_flash_attention(*inputs[:3], False, scale_error=1.1), torch.full_like(inputs[0], float("nan"))):
+        data = CaseData(case_index=0, label=case.label, reference=ref.outputs.tensors,
+                        reference_names=ref.outputs.names, native=ref.native.tensors, rounded=ref.rounded.tensors)
+        calls.settle_rounding(data, case, flatten_outputs(out), inputs, ref)
+    assert runs == []

@@ -46,6 +46,11 @@ from .value_stress import stressed
 Emit = Callable[[Event], None]
 
 
+# A stress case that one draw of p fails by at most this many times its error factor takes further draws
+# (settle_rounding): the flash attention of RESULTS 11g failed one draw at 1.1x its factor and passed eight
+FURTHER_DRAWS_WITHIN = 8.0
+
+
 class KernelCalls:
     """kernel.py's functions called safely for one run; a subclass hands the cases to the judge (`deliver`)."""
 
@@ -148,31 +153,39 @@ class KernelCalls:
     def settle_rounding(self, data: CaseData, case: Case, outputs: Outputs, inputs: list[Any],
                         reference: Reference) -> None:
         """A value-stress case's p from STRESSED_ROUNDING_DRAWS draws (verify/error_model.py), computed only where
-        one draw's budget does not pass `outputs` already: the farthest of several draws is never nearer r than
-        the first, so where one draw passes every draw does, and the verdict is the one all the draws give.
+        one draw's budget does not pass `outputs` but comes near (FURTHER_DRAWS_WITHIN): the farthest of several
+        draws is never nearer r than the first, so where one draw passes every draw does; a kernel far past its
+        budget, or with NaN where the reference has numbers, is not worth the further reference runs.
         `inputs`: the case's inputs as the references saw them."""
-        if not value_stressed(case) or reference.rounded is None or self._within_one_draw(data, outputs):
+        if not value_stressed(case) or reference.rounded is None or not self._near_one_draw(data, outputs):
             return
         more = rounded_reference(self.km, inputs, reference.outputs, self.tf32, stressed=True)
         if more is not None:
             data.rounded = more.tensors
 
-    def _within_one_draw(self, data: CaseData, outputs: Outputs) -> bool:
-        """Every floating-point output within its budget with the one draw of p in `data` (outputs matched by
-        position and name; anything else is left to the judge, with every draw)."""
+    def _near_one_draw(self, data: CaseData, outputs: Outputs) -> bool:
+        """Whether some floating-point output fails its budget with the one draw of p in `data` by no more than
+        FURTHER_DRAWS_WITHIN times torch's own error, and none by more or by NaN (outputs matched by position and
+        name; anything else counts as near, and the judge has every draw)."""
         if outputs.names != data.reference_names or len(outputs.tensors) != len(data.reference):
-            return False
+            return True
+        near = False
         for j, (out, ref) in enumerate(zip(outputs.tensors, data.reference)):
             if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
                 continue
             tol = self.config.tolerance_for(dtype_name(out))
             if tol is None or not isinstance(ref, torch.Tensor) or out.shape != ref.shape:
-                return False
+                return True
             native = data.native[j] if j < len(data.native) else None
             rounded = data.rounded[j] if j < len(data.rounded) else None
-            if not compare(out, ref, tol, native=native, factor=self.config.error_factor, rounded=rounded).passed:
+            factor = self.config.error_factor
+            judged = compare(out, ref, tol, native=native, factor=factor, rounded=rounded)
+            if judged.passed:
+                continue
+            if judged.nan_mismatch or (judged.multiple or 0) > FURTHER_DRAWS_WITHIN * factor:
                 return False
-        return True
+            near = True
+        return near
 
     def _too_large(self, inputs: list[Any]) -> bool:
         """In the interpreter, among many cases, inputs too large to run (the plain contract's only case runs)."""
