@@ -39,7 +39,7 @@ rounding can land near zero by luck too; an output of fewer than 8 elements take
 An element's own move |p_i - r_i| is a floor under T_i: where an op is ill-conditioned at a few elements (an
 attention over scores 4000 apart, at 64x the values, whose near-tie rows turn on the last bit of a product),
 a correct kernel's error there is many times the output's typical one, and the element's own sensitivity is
-what the dtype lets it be; a value-stress case that one draw's budget does not pass takes p from
+what the dtype lets it be; a value-stress case that one draw's budget fails, but not by far, takes p from
 STRESSED_ROUNDING_DRAWS draws, the farthest at each element, so that no such element stays near r by the luck of
 one draw (where one draw passes, every draw does: the farthest is never nearer r). A draw cannot make the budget
 smaller than E's: it only widens it at elements that are sensitive.
