@@ -556,63 +556,57 @@ def test_a_tf32_projects_float32_failure_under_large_values_names_tf32():
     assert "TF32" not in stress_note("values x64", overflow=True, tf32=True)  # an overflow is an overflow
 
 
+class _SettledOnFlashInputs:
+    """KernelCalls.settle_rounding on the flash fixture's inputs of draw 13 (one of FALSE_ALARMS_BEFORE[False]:
+    one draw of p is not enough there): `runs` lists each further rounded_reference call's keywords."""
+
+    def __init__(self, monkeypatch):
+        from pathlib import Path
+
+        from workbench.core.project.contract import KernelModule
+        from workbench.core.verify import calls as calls_module
+        from workbench.core.verify.calls import KernelCalls
+
+        self.km = KernelModule(path=Path("kernel.py"), module=None, kernel_fn=_flash_attention,
+                               reference_fn=_attention, get_inputs=None, cases=[])
+        self.calls = KernelCalls(self.km, VerifyConfig(), lambda event: None, interpret=True)
+        self.runs = []
+        real = calls_module.rounded_reference
+        monkeypatch.setattr(calls_module, "rounded_reference", lambda *a, **k: self.runs.append(k) or real(*a, **k))
+        generator = torch.Generator().manual_seed(13)
+        self.inputs = [torch.randn(1, 2, 65, 32, generator=generator) * 64 for _ in range(3)] + [False]
+
+    def passes(self, out, stress="values x64"):
+        """`out` judged on the stress case (or a plain generated case) after settle_rounding."""
+        from workbench.core.project.contract import Case
+        from workbench.core.verify.references import upcast_reference
+        from workbench.core.verify.tensors import flatten_outputs
+
+        case = Case(0, {}, generated=True, stress=stress)
+        ref = upcast_reference(self.km, self.inputs, case, lambda event: None, native=True)
+        data = CaseData(case_index=0, label=case.label, reference=ref.outputs.tensors,
+                        reference_names=ref.outputs.names, native=ref.native.tensors, rounded=ref.rounded.tensors)
+        self.calls.settle_rounding(data, case, flatten_outputs(out), self.inputs, ref)
+        return compare(out, data.reference[0], FP32, native=data.native[0], rounded=data.rounded[0]).passed
+
+
 def test_a_stress_cases_further_draws_are_taken_only_where_one_draw_does_not_pass(monkeypatch):
     """KernelCalls.settle_rounding: on a value-stress case, a kernel output within one draw's budget keeps that
     draw (no more reference runs); one outside it gets p from STRESSED_ROUNDING_DRAWS draws, which is what
     passes the correct flash attention on a draw that one draw fails (8 of 300 non-causal draws at these shapes,
     4 of 300 causal)."""
-    from pathlib import Path
-
-    from workbench.core.project.contract import Case, KernelModule
-    from workbench.core.verify import calls as calls_module
-    from workbench.core.verify.calls import KernelCalls
-    from workbench.core.verify.references import upcast_reference
-    from workbench.core.verify.tensors import flatten_outputs
-
-    km = KernelModule(path=Path("kernel.py"), module=None, kernel_fn=_flash_attention, reference_fn=_attention,
-                      get_inputs=None, cases=[])
-    calls = KernelCalls(km, VerifyConfig(), lambda event: None, interpret=True)
-    runs = []
-    real = calls_module.rounded_reference
-    monkeypatch.setattr(calls_module, "rounded_reference", lambda *a, **k: runs.append(k) or real(*a, **k))
-    generator = torch.Generator().manual_seed(13)  # one of FALSE_ALARMS_BEFORE[False]: one draw is not enough
-    inputs = [torch.randn(1, 2, 65, 32, generator=generator) * 64 for _ in range(3)] + [False]
-    stressed, plain = Case(0, {}, generated=True, stress="values x64"), Case(0, {}, generated=True)
-
-    def judged(case, out):
-        ref = upcast_reference(km, inputs, case, lambda event: None, native=True)
-        data = CaseData(case_index=0, label=case.label, reference=ref.outputs.tensors,
-                        reference_names=ref.outputs.names, native=ref.native.tensors, rounded=ref.rounded.tensors)
-        calls.settle_rounding(data, case, flatten_outputs(out), inputs, ref)
-        return compare(out, data.reference[0], FP32, native=data.native[0], rounded=data.rounded[0]).passed
-
-    assert judged(stressed, _attention(*inputs)) and runs == []  # torch's own result: one draw's budget holds
-    assert judged(stressed, _flash_attention(*inputs)) and runs == [{"stressed": True}]
-    assert not judged(plain, _flash_attention(*inputs)) and len(runs) == 1  # not a stress case: one draw
+    settled = _SettledOnFlashInputs(monkeypatch)
+    inputs = settled.inputs
+    assert settled.passes(_attention(*inputs)) and settled.runs == []  # torch's own result: one draw holds
+    assert settled.passes(_flash_attention(*inputs)) and settled.runs == [{"stressed": True}]
+    assert not settled.passes(_flash_attention(*inputs), stress="") and len(settled.runs) == 1  # one draw
 
 
 def test_a_stress_case_far_past_its_budget_takes_no_further_draws(monkeypatch):
     """A kernel off by far more than further draws could budget (a wrong softmax scale at 64x the values: rows
     whose winner changes) or with NaN where the reference has numbers costs no further reference runs."""
-    from pathlib import Path
-
-    from workbench.core.project.contract import Case, KernelModule
-    from workbench.core.verify import calls as calls_module
-    from workbench.core.verify.calls import KernelCalls
-    from workbench.core.verify.references import upcast_reference
-    from workbench.core.verify.tensors import flatten_outputs
-
-    km = KernelModule(path=Path("kernel.py"), module=None, kernel_fn=_flash_attention, reference_fn=_attention,
-                      get_inputs=None, cases=[])
-    calls = KernelCalls(km, VerifyConfig(), lambda event: None, interpret=True)
-    runs = []
-    monkeypatch.setattr(calls_module, "rounded_reference", lambda *a, **k: runs.append(k))
-    generator = torch.Generator().manual_seed(13)
-    inputs = [torch.randn(1, 2, 65, 32, generator=generator) * 64 for _ in range(3)] + [False]
-    case = Case(0, {}, generated=True, stress="values x64")
-    ref = upcast_reference(km, inputs, case, lambda event: None, native=True)
+    settled = _SettledOnFlashInputs(monkeypatch)
+    inputs = settled.inputs
     for out in (_flash_attention(*inputs[:3], False, scale_error=1.1), torch.full_like(inputs[0], float("nan"))):
-        data = CaseData(case_index=0, label=case.label, reference=ref.outputs.tensors,
-                        reference_names=ref.outputs.names, native=ref.native.tensors, rounded=ref.rounded.tensors)
-        calls.settle_rounding(data, case, flatten_outputs(out), inputs, ref)
-    assert runs == []
+        assert not settled.passes(out)
+    assert settled.runs == []

@@ -186,9 +186,14 @@ class VerifyConfig:
         `workbench verify`'s when there are any."""
         return [key for key in LIVE_LOOP_SKIPS if getattr(self, key) == "require"]
 
+    @property
+    def tf32(self) -> bool:
+        """The project says its tl.dot rounds float32 inputs to TF32 (`fp32_precision = "tf32"`)."""
+        return self.fp32_precision == "tf32"
+
     def tolerance_for(self, dtype_name: str) -> Tolerance | None:
         """The tolerance an output of this dtype is held to; None when there is none (the judge says so)."""
-        if dtype_name == "float32" and self.fp32_precision == "tf32":
+        if dtype_name == "float32" and self.tf32:
             dtype_name = "tf32"
         return self.tolerances.get(dtype_name)
 

@@ -36,12 +36,12 @@ from .large_index import is_large_index, launch_refused
 from .checks.unit import dtype_name
 from .compare import compare
 from .references import (Reference, native_reference, reference_or_skip, rounded_reference, sampled_case,
-                         upcast_reference, value_stressed)
+                         upcast_reference)
 from .tensors import Outputs, flatten_outputs, input_elements, synchronize
 from .torchmodes import PrefillEmpty
 from .launches import LaunchCounter
 from .torchops import TorchOpRecorder
-from .value_stress import stressed
+from .value_stress import is_value_stress, stressed
 
 Emit = Callable[[Event], None]
 
@@ -56,8 +56,6 @@ class KernelCalls:
 
     def __init__(self, km: KernelModule, config: VerifyConfig, emit: Emit, interpret: bool):
         self.km, self.config, self.emit, self.interpret = km, config, emit, interpret
-        # the project's tl.dot rounds float32 inputs to TF32: so does one more rounding of them (error_model.py)
-        self.tf32 = config.fp32_precision == "tf32"
 
     def deliver(self, data: CaseData) -> Any:
         """Hand a case to the judge (battery.Verifier.deliver)."""
@@ -134,12 +132,12 @@ class KernelCalls:
 
     def reference(self, inputs: list[Any], case: Case, quiet: bool = False, native: bool = False) -> Reference:
         """The case's references (verify/references.upcast_reference), for the benchmark's recheck too."""
-        return upcast_reference(self.km, inputs, case, self.emit, quiet, native, self.tf32)
+        return upcast_reference(self.km, inputs, case, self.emit, quiet, native, self.config.tf32)
 
     def _referenced(self, data: CaseData, inputs: list[Any], case: Case) -> tuple[Reference | None, set[int]]:
         """The case's references into `data` (reference_fn three ways: verify/references.py), and the outputs
         reference_fn returns as views of its inputs; None for a generated shape it refuses (`data` skipped)."""
-        reference = reference_or_skip(self.km, inputs, case, data, self.emit, self.tf32)
+        reference = reference_or_skip(self.km, inputs, case, data, self.emit, self.config.tf32)
         if reference is None:
             return None, set()
         data.notes += [reference.note] if reference.note else []
@@ -157,9 +155,9 @@ class KernelCalls:
         draws is never nearer r than the first, so where one draw passes every draw does; a kernel far past its
         budget, or with NaN where the reference has numbers, is not worth the further reference runs.
         `inputs`: the case's inputs as the references saw them."""
-        if not value_stressed(case) or reference.rounded is None or not self._near_one_draw(data, outputs):
+        if not is_value_stress(case) or reference.rounded is None or not self._near_one_draw(data, outputs):
             return
-        more = rounded_reference(self.km, inputs, reference.outputs, self.tf32, stressed=True)
+        more = rounded_reference(self.km, inputs, reference.outputs, self.config.tf32, stressed=True)
         if more is not None:
             data.rounded = more.tensors
 
@@ -169,7 +167,7 @@ class KernelCalls:
         name; anything else counts as near, and the judge has every draw)."""
         if outputs.names != data.reference_names or len(outputs.tensors) != len(data.reference):
             return True
-        near = False
+        near, factor = False, self.config.error_factor
         for j, (out, ref) in enumerate(zip(outputs.tensors, data.reference)):
             if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
                 continue
@@ -178,7 +176,6 @@ class KernelCalls:
                 return True
             native = data.native[j] if j < len(data.native) else None
             rounded = data.rounded[j] if j < len(data.rounded) else None
-            factor = self.config.error_factor
             judged = compare(out, ref, tol, native=native, factor=factor, rounded=rounded)
             if judged.passed:
                 continue
@@ -215,7 +212,8 @@ class KernelCalls:
         if inputs is None:
             return None  # get_inputs refuses the size: said as a dropped case
         try:
-            reference = upcast_reference(self.km, inputs, case, self.emit, quiet=True, native=True, tf32=self.tf32)
+            reference = upcast_reference(self.km, inputs, case, self.emit, quiet=True, native=True,
+                                         tf32=self.config.tf32)
         except RunAborted as exc:
             return large_index_skipped(case, f"reference_fn refuses this size ({exc}): case dropped")
         if reference.precision != "float64":

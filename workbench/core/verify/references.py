@@ -24,7 +24,6 @@ from .error_model import (STRESSED_ROUNDING_DRAWS, RoundEachOp, farthest, interm
                           rounding_draws)
 from .handoff import CaseData
 from .tensors import Outputs, aliased_outputs, cast_floats, clone_inputs, flatten_outputs, in_order_of, synchronize
-from .value_stress import BY_NAME
 
 
 @dataclass
@@ -87,16 +86,11 @@ def reference_or_skip(km: KernelModule, inputs: list[Any], case: Case, data: Cas
         return None
 
 
-def value_stressed(case: Case) -> bool:
-    """A case whose inputs a value stress changed (verify/value_stress.py; not a large-index case)."""
-    return bool(case.stress) and case.stress in BY_NAME
-
-
 def rounded_reference(km: KernelModule, inputs: list[Any], truth: Outputs, tf32: bool = False,
                       stressed: bool = False) -> Outputs | None:
     """reference_fn in float64 on the inputs rounded once more, with each of its intermediate results rounded once
     more too (verify/error_model.py: how much one more rounding moves the output); for small outputs and
-    `stressed` cases (value_stressed) several draws, each element the farthest from `truth` (the float64
+    `stressed` cases (value_stress.is_value_stress) several draws, each element the farthest from `truth` (the float64
     reference's outputs). None when it raises or does not fit."""
     unit = intermediate_unit(inputs)
     try:

@@ -87,6 +87,11 @@ BY_NAME = {s.name: s for s in (
 STRESSES = tuple(BY_NAME)
 
 
+def is_value_stress(case: Case) -> bool:
+    """A case whose inputs one of STRESSES changed (a large-index case is a stress case too, of sizes)."""
+    return case.stress in BY_NAME
+
+
 def stress_cases(cases: list[Case], config: VerifyConfig, first_index: int, interpret: bool = False) -> list[Case]:
     """The value-stress cases, indexed from `first_index`: every stress on the smallest verification case of
     each dtype with enough elements (STABLE_SIZE; INTERPRETED_SIZE under the interpreter)."""
@@ -129,10 +134,10 @@ OVERFLOW_HINT = ("an overflow: an exp of large values (subtract the row max firs
                  "dtype's range (accumulate in float32?)")
 
 
-TF32_STRESS_HINT = ("TF32: the project says its tl.dot rounds float32 inputs to TF32 (`fp32_precision = \"tf32\"`), 10 "
-             "mantissa bits where float32 keeps 23, and large values make a softmax of products turn on that "
-             "rounding (a near-tie between two scores goes the other way); float32's budget is float32's error: "
-             "pass input_precision=\"ieee\" to tl.dot for float32 inputs, or leave float32 out")
+TF32_STRESS_HINT = ("TF32: the project says its tl.dot rounds float32 inputs to TF32 (`fp32_precision = \"tf32\"`), "
+                    "10 mantissa bits where float32 keeps 23, and large values make a softmax of products turn on "
+                    "that rounding (a near-tie between two scores goes the other way); float32's budget is float32's "
+                    "error: pass input_precision=\"ieee\" to tl.dot for float32 inputs, or leave float32 out")
 
 
 def stress_note(stress: str, overflow: bool, tf32: bool = False) -> str:

@@ -146,7 +146,7 @@ class OutputsCompared(Unit):
         multiplies in TF32 by default: the failure stands, and says what it most likely is."""
         result, data, config = verdict.result, verdict.data, verdict.config
         tf32, fp32 = config.tolerance_for("tf32"), config.tolerance_for("float32")
-        if not data.dot_may_use_tf32 or config.fp32_precision == "tf32" or tf32 is None or fp32 is None \
+        if not data.dot_may_use_tf32 or config.tf32 or tf32 is None or fp32 is None \
                 or result.checks.get("values") != "failed":
             return
         order, _ = paired_by_name(data.names, data.reference_names, len(data.first), len(data.reference))
