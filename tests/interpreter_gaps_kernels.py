@@ -294,6 +294,56 @@ def _autotuned() -> float:
     return error
 
 
+# --- 5. a helper called in a loop: patched once per launch (interpreter/fixes.py) ---
+
+@triton.jit
+def _gelu_steps_kernel(x_ptr, out_ptr, n_elements, STEPS: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for step in range(STEPS):
+        acc += _gelu_tanh(x + step * 0.125)  # a helper using an imported libdevice function, once per step
+    tl.store(out_ptr + offsets, acc, mask=mask)
+
+
+def _gelu_steps(x: torch.Tensor, steps: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    _gelu_steps_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), STEPS=steps, BLOCK_SIZE=128)
+    return out
+
+
+def _helper_in_a_loop() -> float:
+    x = torch.randn(300, generator=torch.Generator().manual_seed(5))
+    first, again = _gelu_steps(x, 8), _gelu_steps(x, 8)  # the second launch patches afresh
+    ref = sum(torch.nn.functional.gelu(x.double() + step * 0.125, approximate="tanh") for step in range(8))
+    return max((first.double() - ref).abs().max().item(), (again.double() - ref).abs().max().item())
+
+
+def _patches_a_helper_adds() -> float:
+    """How many more times the interpreter patched a module in a launch calling the helper 24 times per program
+    than in one calling it once; raises if `tl.exp` is not the plain builtin again after the launches."""
+    from triton.runtime import interpreter
+
+    calls = []
+    original = interpreter._patch_builtin
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    x = torch.randn(300)
+    interpreter._patch_builtin = counted
+    try:
+        _gelu_steps(x, 1)
+        once = len(calls)
+        _gelu_steps(x, 24)
+    finally:
+        interpreter._patch_builtin = original
+    if not tl.core.is_builtin(tl.exp) or not tl.core.is_builtin(tl.core.tensor.__add__):
+        raise AssertionError("tl is still patched after the launches")
+    return float(len(calls) - 2 * once)
+
+
 CHECKS: dict[str, Callable[[], float]] = {
     "rms_norm eps.to": _rms_norm,
     "bf16 times float scale, clamped": _scale_clamp(2.5, negate=False),
@@ -306,6 +356,8 @@ CHECKS: dict[str, Callable[[], float]] = {
     "softmax tutorial": _softmax(None),
     "softmax tutorial, 3 programs": _softmax(3),
     "autotuned axpy": _autotuned,
+    "helper in a loop": _helper_in_a_loop,
+    "patches a helper adds": _patches_a_helper_adds,
 }
 
 

@@ -123,6 +123,13 @@ CASES = [dict(rows=37, cols=200), dict(rows=4, cols=1000)]
 
 
 @pytest.mark.slow
+def test_a_helper_called_in_a_loop_is_right_and_patches_nothing_more(kernels):
+    """The interpreter patched tl again on every call of a @triton.jit helper; once per launch is enough, and
+    each launch still patches afresh and restores tl when it ends (interpreter/fixes.py)."""
+    assert error_of(kernels, "helper in a loop") < 1e-5
+    assert error_of(kernels, "patches a helper adds") == 0
+
+
 def test_the_tutorial_style_softmax_verifies(cli, make_project):
     source = (ROOT / "tests" / "interpreter_gaps_kernels.py").read_text() + SOFTMAX_PROJECT
     code, out, _ = cli("verify", make_project(source), "--json")
