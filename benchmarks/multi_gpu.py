@@ -5,11 +5,16 @@
     python3 benchmarks/multi_gpu.py --ops rmsnorm,softmax --smoke   # no GPU: the plumbing, in the interpreter
 
 `workbench new <op>` writes each known op (and template) of `workbench new --list` into a temporary
-folder; then `workbench verify` of them all runs with `--gpus 0` (one GPU: one lane, every
-verification worker on it) and with `--gpus all` (a lane per GPU, the workers shared out among them),
-the two alternating round by round so neither gets the warmer machine. Each run starts from cleared
-Triton caches (`workbench verify` clears each project's), so every run compiles everything: the
-cold-start time a CI job pays. One untimed run first warms the page cache and Python's bytecode.
+folder; then `workbench verify` of them all runs with `--gpus 0` (one GPU: its lanes of projects, one per
+4 cores up to 4, every verification worker on it) and with `--gpus all` (as many lanes on each GPU, the
+machine's workers shared out among them), the two alternating round by round so neither gets the warmer
+machine. Each run starts from cleared Triton caches (`workbench verify` clears each project's), so every run
+compiles everything: the cold-start time a CI job pays. One untimed run first warms the page cache and Python's bytecode
+(`--no-warmup` leaves it out: the first timed run is then the colder).
+
+Beside each run, the machine's load is sampled twice a second: the share of all cores busy (/proc/stat)
+and each GPU's utilisation (nvidia-smi): a run whose cores are busy throughout is bound by compiling,
+which a second GPU does not speed up.
 
 The table: wall seconds of the whole `workbench verify` (median, min and max over the rounds), the
 cases that passed, and the speed-up of all GPUs over one. Needs no Ray: the local runner places
@@ -25,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +51,75 @@ def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None =
     return done
 
 
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies over all cores since boot (/proc/stat's first line)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class LoadSampler:
+    """The machine's load while a run goes on: the share of all cores busy, every half second, and each GPU's
+    utilisation (nvidia-smi, streamed every 500 ms). No-op where /proc/stat or nvidia-smi is missing."""
+
+    def __init__(self, period: float = 0.5):
+        self.period = period
+        self.cpu: list[float] = []
+        self.gpu: dict[str, list[float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_cpu, daemon=True)
+        self._smi: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
+
+    def _sample_cpu(self) -> None:
+        try:
+            before = cpu_times()
+        except OSError:
+            return
+        while not self._stop.wait(self.period):
+            now = cpu_times()
+            if now[1] > before[1]:
+                self.cpu.append((now[0] - before[0]) / (now[1] - before[1]))
+            before = now
+
+    def _read_gpu(self) -> None:
+        assert self._smi is not None and self._smi.stdout is not None
+        for line in self._smi.stdout:
+            index, _, util = line.partition(",")
+            try:
+                self.gpu.setdefault(index.strip(), []).append(float(util))
+            except ValueError:
+                continue
+
+    def __enter__(self) -> "LoadSampler":
+        self._thread.start()
+        try:
+            query = ["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                     f"-lms={int(self.period * 1000)}"]
+            self._smi = subprocess.Popen(query, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self._reader = threading.Thread(target=self._read_gpu, daemon=True)
+            self._reader.start()
+        except OSError:
+            self._smi = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._smi is not None:
+            self._smi.terminate()
+            self._smi.wait()
+            if self._reader is not None:
+                self._reader.join(timeout=2)
+
+    def summary(self) -> dict:
+        """Mean share of the cores busy, the share of samples with 90% of them busy or more, each GPU's mean
+        utilisation (%)."""
+        return {"cpu_busy": round(statistics.fmean(self.cpu), 3) if self.cpu else None,
+                "cpu_saturated": round(sum(c >= 0.9 for c in self.cpu) / len(self.cpu), 3) if self.cpu else None,
+                "gpu_util": {k: round(statistics.fmean(v), 1) for k, v in sorted(self.gpu.items()) if v}}
+
+
 def split_setting(setting: str) -> tuple[str, dict[str, str]]:
     """`all:2` -> ("all", WORKBENCH_PROJECTS_PER_GPU=2): the GPUs to verify on and the projects each takes at once."""
     gpus, _, per_gpu = setting.partition(":")
@@ -53,9 +128,11 @@ def split_setting(setting: str) -> tuple[str, dict[str, str]]:
 
 def verify_all(projects: list[Path], setting: str, extra: list[str]) -> dict:
     gpus, env_extra = split_setting(setting)
-    started = time.perf_counter()
-    done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False, env_extra=env_extra)
-    wall = time.perf_counter() - started
+    with LoadSampler() as load:
+        started = time.perf_counter()
+        done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False,
+                         env_extra=env_extra)
+        wall = time.perf_counter() - started
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -65,7 +142,15 @@ def verify_all(projects: list[Path], setting: str, extra: list[str]) -> dict:
             "project_s": {p["project"]: p.get("duration_s") for p in report["projects"]},
             "passed": sum(c["status"] == "passed" for c in cases), "cases": len(cases),
             "gpus_used": sorted({c["gpu"] for c in cases if c.get("gpu")}),
-            "verdicts": {p["project"]: p["verdict"] for p in report["projects"]}}
+            "verdicts": {p["project"]: p["verdict"] for p in report["projects"]}, "load": load.summary()}
+
+
+def describe_load(load: dict) -> str:
+    if load.get("cpu_busy") is None:
+        return "load not sampled"
+    gpus = ", ".join(f"GPU {k} {v:.0f}%" for k, v in load["gpu_util"].items())
+    return (f"cores {100 * load['cpu_busy']:.0f}% busy on average, 90%+ busy in {100 * load['cpu_saturated']:.0f}% of "
+            f"samples; " + (f"utilisation {gpus}" if gpus else "GPUs not sampled"))
 
 
 def main() -> int:
@@ -76,6 +161,7 @@ def main() -> int:
     parser.add_argument("--settings", default="0,all",
                         help="comma-separated --gpus values to compare, the first the baseline; `all:2` also sets "
                              "WORKBENCH_PROJECTS_PER_GPU=2 (default: 0,all)")
+    parser.add_argument("--no-warmup", action="store_true", help="leave out the untimed first run")
     parser.add_argument("--smoke", action="store_true",
                         help="no GPU needed: one round under the interpreter, to check the script itself")
     args = parser.parse_args()
@@ -99,7 +185,7 @@ def main() -> int:
             print(f"GPU {gpu.describe}")
         print(f"verification workers: WORKBENCH_WORKERS={os.environ.get('WORKBENCH_WORKERS', 'default')}, "
               f"{os.cpu_count()} cores")
-        if not args.smoke:
+        if not args.smoke and not args.no_warmup:
             verify_all(projects, "all", extra)  # untimed: page cache, bytecode
         runs: dict[str, list[dict]] = {s: [] for s in settings}
         for round_ in range(rounds):
@@ -111,6 +197,9 @@ def main() -> int:
                       f"exit {run['exit_code']}", flush=True)
                 slowest = sorted(run["project_s"].items(), key=lambda kv: -(kv[1] or 0))[:4]
                 print("    slowest projects: " + ", ".join(f"{name} {s or 0:.1f} s" for name, s in slowest), flush=True)
+                print(f"    {describe_load(run['load'])}", flush=True)
+                if args.json:  # as it goes: a run cut short by a time limit keeps the rounds it finished
+                    write_json(args.json, gpus, projects, runs)
 
     rows = [("setting", "GPUs used", "wall s (median)", "min", "max", "cases passed", "exit", "speed-up")]
     base = statistics.median(r["wall_s"] for r in runs[settings[0]])
@@ -126,9 +215,15 @@ def main() -> int:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     if args.json:
-        args.json.write_text(json.dumps({"gpus": [g.describe for g in gpus], "projects": [p.name for p in projects],
-                                         "runs": runs}, indent=2))
+        write_json(args.json, gpus, projects, runs)
     return 0
+
+
+def write_json(path: Path, gpus: list, projects: list[Path], runs: dict) -> None:
+    partial = path.with_name(path.name + ".partial")  # never a half-written file under the name asked for
+    partial.write_text(json.dumps({"gpus": [g.describe for g in gpus], "projects": [p.name for p in projects],
+                                   "runs": runs}, indent=2))
+    partial.replace(path)
 
 
 if __name__ == "__main__":
