@@ -18,6 +18,7 @@ from __future__ import annotations
 import traceback
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -344,6 +345,35 @@ def _patches_a_helper_adds() -> float:
     return float(len(calls) - 2 * once)
 
 
+# --- 6. int32 arithmetic that wraps, as a hash does: the GPU's bits, and no overflow checks without debug ---
+
+@triton.jit
+def _hash_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0)
+    h = x * 16777619 + 374761393  # int32 products past 2^31 wrap on the GPU
+    h = (h ^ (h >> 15)) * 668265263
+    tl.store(out_ptr + offsets, h, mask=mask)
+
+
+def _int32_hash() -> float:
+    """How many elements differ from the same hash in numpy's wrapping int32; raises if the interpreter's
+    builder still asks for overflow checks while debug is off."""
+    from triton.runtime import interpreter
+
+    options = interpreter.interpreter_builder.options
+    if options.sanitize_overflow and not options.debug:
+        raise AssertionError("overflow checks on without debug: their device_assert is dropped, their cost is not")
+    x = torch.randint(-2**31, 2**31 - 1, (300,), dtype=torch.int32, generator=torch.Generator().manual_seed(2))
+    out = torch.empty_like(x)
+    _hash_kernel[(triton.cdiv(300, 128),)](x, out, 300, BLOCK_SIZE=128)
+    with np.errstate(over="ignore"):
+        h = x.numpy() * np.int32(16777619) + np.int32(374761393)
+        h = (h ^ (h >> 15)) * np.int32(668265263)
+    return float((out.numpy() != h).sum())
+
+
 CHECKS: dict[str, Callable[[], float]] = {
     "rms_norm eps.to": _rms_norm,
     "bf16 times float scale, clamped": _scale_clamp(2.5, negate=False),
@@ -358,6 +388,7 @@ CHECKS: dict[str, Callable[[], float]] = {
     "autotuned axpy": _autotuned,
     "helper in a loop": _helper_in_a_loop,
     "patches a helper adds": _patches_a_helper_adds,
+    "int32 hash": _int32_hash,
 }
 
 

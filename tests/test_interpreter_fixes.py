@@ -50,8 +50,8 @@ def same(a, b):
 
 
 def test_every_fix_is_applied_once():
-    # every fix found its target in this Triton (8 + interpreter/gaps + interpreter/python_syntax + one for speed)
-    assert len(interpreter._workbench_fixes) == 18
+    # every fix found its target in this Triton (8 + interpreter/gaps + interpreter/python_syntax + two for speed)
+    assert len(interpreter._workbench_fixes) == 19
     assert all(f.__module__ == fixes.__name__ for f in (  # each is the workbench's wrapper
         interpreter.InterpreterBuilder.create_dot, interpreter.InterpreterBuilder.cast_impl,
         interpreter.InterpreterBuilder.binary_op, interpreter.InterpreterBuilder.create_fma,

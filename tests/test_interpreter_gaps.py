@@ -130,6 +130,12 @@ def test_a_helper_called_in_a_loop_is_right_and_patches_nothing_more(kernels):
     assert error_of(kernels, "patches a helper adds") == 0
 
 
+def test_int32_arithmetic_wraps_as_on_the_gpu_with_no_overflow_checks_left_to_pay_for(kernels):
+    """A hash's int32 products wrap on the GPU; the interpreter gives the same bits, and its overflow checks,
+    whose assert it drops without debug, are off (interpreter/fixes.py)."""
+    assert error_of(kernels, "int32 hash") == 0
+
+
 def test_the_tutorial_style_softmax_verifies(cli, make_project):
     source = (ROOT / "tests" / "interpreter_gaps_kernels.py").read_text() + SOFTMAX_PROJECT
     code, out, _ = cli("verify", make_project(source), "--json")

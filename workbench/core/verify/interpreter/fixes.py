@@ -47,9 +47,13 @@ And Python the compiler gives a meaning of its own (interpreter/python_syntax.py
 (logical_and/or, as compiled), module-level aliases of tl builtins (`triton_cast = tl.cast`), and a launcher
 entering its tensors' device (`torch.get_device_module().device(x.device)`, `torch.cuda.device(...)`).
 
-And one for speed: the interpreter patches `tl` again on every call of a `@triton.jit` helper (a few
-thousand a launch in an attention backward: 17% of a cold verify of attention_train on the CPU). A launch's
-patches hold until it ends, so each module's globals are patched once per launch.
+And two for speed, which change no result:
+- the interpreter patched `tl` again on every call of a `@triton.jit` helper (a few thousand a launch in an
+  attention backward: 17% of a cold verify of attention_train on the CPU). A launch's patches hold until it
+  ends, so each module's globals are patched once per launch.
+- its options ask for integer-overflow checks and never for debug, and without debug the check's
+  device_assert is dropped: every int32 +, - and * was computed again in int64, and compared, for nothing
+  (a quarter of that verify). The checks are off where debug is.
 
 What cannot match bit for bit: the order in which a GPU adds up a 16-bit
 reduction follows the kernel's layout (threads, warps), which the interpreter
@@ -58,6 +62,7 @@ does not have; its tree gives errors of the same size, not the same bits.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from .gaps import FIXES as GAP_FIXES
@@ -93,10 +98,27 @@ def apply() -> list[str]:
         ("flush-to-zero approximate sqrt", _fix_approx_sqrt_ftz),
         *GAP_FIXES,
         *PYTHON_FIXES,
+        ("overflow checks only with debug", _overflow_checks_only_with_debug),
         ("helpers patched once per launch", _patch_once_per_launch),  # last: it wraps every other _patch_lang
     ]
     interpreter._workbench_fixes = [name for name, fix in fixes if fix(interpreter, tl)]
     return interpreter._workbench_fixes
+
+
+def _overflow_checks_only_with_debug(interpreter: Any, tl: Any) -> bool:
+    """The interpreter's builder has options with sanitize_overflow on and debug off; the overflow check of
+    an integer +, - or * computes the operation again in int64 and compares it with the type's range, then
+    hands the condition to device_assert, which drops it without debug. Off, then, while debug is."""
+    builder = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is None or getattr(options, "sanitize_overflow", None) is not True \
+            or getattr(options, "debug", None) is not False:
+        return False
+    try:
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
+    except TypeError:  # not a dataclass in this Triton: left as it is
+        return False
+    return True
 
 
 def _patch_once_per_launch(interpreter: Any, tl: Any) -> bool:
