@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workbench.core.fsutil import atomic_write_text  # noqa: E402
 from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_project  # noqa: E402
 from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
 
@@ -220,10 +221,8 @@ def main() -> int:
 
 
 def write_json(path: Path, gpus: list, projects: list[Path], runs: dict) -> None:
-    partial = path.with_name(path.name + ".partial")  # never a half-written file under the name asked for
-    partial.write_text(json.dumps({"gpus": [g.describe for g in gpus], "projects": [p.name for p in projects],
-                                   "runs": runs}, indent=2))
-    partial.replace(path)
+    atomic_write_text(path, json.dumps({"gpus": [g.describe for g in gpus], "projects": [p.name for p in projects],
+                                        "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ command. It needs torch and triton, not textual (PYTHONPATH=. from the repositor
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -266,7 +267,7 @@ def bench_case(scaffold, km, params, config, flusher, ceilings) -> dict:
     out = km.kernel_fn(*inputs)  # compiles and autotunes, outside every timed region
     if scaffold == "attention":
         q, k, v, causal = inputs
-        sdpa = {label: (lambda fn=sdpa_with(backend): fn(q, k, v, causal))
+        sdpa = {label: functools.partial(sdpa_with(backend), q, k, v, causal)
                 for label, backend in sdpa_backends().items()}
         ref = sdpa["SDPA flash"]()
     elif scaffold == "gemm":
