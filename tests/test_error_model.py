@@ -598,8 +598,39 @@ def test_a_stress_cases_further_draws_are_taken_only_where_one_draw_does_not_pas
     settled = _SettledOnFlashInputs(monkeypatch)
     inputs = settled.inputs
     assert settled.passes(_attention(*inputs)) and settled.runs == []  # torch's own result: one draw holds
-    assert settled.passes(_flash_attention(*inputs)) and settled.runs == [{"stressed": True}]
+    assert settled.passes(_flash_attention(*inputs))
+    assert [run["stressed"] for run in settled.runs] == [True] and settled.runs[0]["taken"] is not None
     assert not settled.passes(_flash_attention(*inputs), stress="") and len(settled.runs) == 1  # one draw
+
+
+def test_the_stressed_draws_go_on_from_the_draw_already_taken():
+    """rounded_reference(stressed=True, taken=the unstressed result) runs reference_fn only for the draws not yet
+    taken, and gives what all the draws taken afresh give."""
+    from pathlib import Path
+
+    from workbench.core.project.contract import KernelModule
+    from workbench.core.verify.error_model import STRESSED_ROUNDING_DRAWS
+    from workbench.core.verify.references import rounded_reference
+    from workbench.core.verify.tensors import flatten_outputs
+
+    calls = []
+
+    def counted(*args):
+        calls.append(1)
+        return _attention(*args)
+
+    km = KernelModule(path=Path("kernel.py"), module=None, kernel_fn=_flash_attention, reference_fn=counted,
+                      get_inputs=None, cases=[])
+    generator = torch.Generator().manual_seed(13)
+    inputs = [torch.randn(1, 2, 65, 32, generator=generator) * 64 for _ in range(3)] + [False]
+    truth = flatten_outputs(_attention(*[x.double() if isinstance(x, torch.Tensor) else x for x in inputs]))
+    first = rounded_reference(km, inputs, truth)
+    assert len(calls) == 1
+    afresh = rounded_reference(km, inputs, truth, stressed=True)
+    assert len(calls) == 1 + STRESSED_ROUNDING_DRAWS
+    went_on = rounded_reference(km, inputs, truth, stressed=True, taken=first)
+    assert len(calls) == 1 + 2 * STRESSED_ROUNDING_DRAWS - 1
+    assert torch.equal(went_on.tensors[0], afresh.tensors[0])
 
 
 def test_a_stress_case_far_past_its_budget_takes_no_further_draws(monkeypatch):

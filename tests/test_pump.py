@@ -13,7 +13,7 @@ def test_a_crash_while_a_cases_launcher_is_recorded_is_that_cases_and_the_others
     # a launcher that hangs or crashes there must not take the other cases' verdicts with it.
     job = Job(kernel_path="kernel.py", stages=["verify", "bench"])
     said = []
-    again = resume_after(job, planned=[0, 1, 2], done=set(), at=(1, "n=1000 float16"),
+    again = resume_after(job, planned=[0, 1, 2], done=set(), at=(1, "n=1000 float16", False),
                          stage=RECORDING, relay=said.append, message="the worker was killed by SIGSEGV")
     (result,) = said
     assert isinstance(result, CaseResult) and result.case_index == 1 and result.status == "error"
@@ -24,7 +24,7 @@ def test_a_crash_while_a_cases_launcher_is_recorded_is_that_cases_and_the_others
 def test_past_verification_nothing_resumes():
     job = Job(kernel_path="kernel.py", stages=["verify", "bench"])
     said = []
-    assert resume_after(job, [0, 1], {0, 1}, (None, ""), "benchmarking", said.append, "killed") is None
+    assert resume_after(job, [0, 1], {0, 1}, (None, "", False), "benchmarking", said.append, "killed") is None
     assert said == []
 
 
@@ -98,3 +98,96 @@ def test_a_check_that_hangs_past_its_allowance_is_named_and_the_other_cases_go_o
     (result,) = [e for e in said if isinstance(e, CaseResult)]
     assert result.case_index == 0 and result.label == "n=1" and result.status == "error"
     assert again is not None and again.case_indices == [1]
+
+
+class ScriptedWorkers:
+    """WorkerJobs.once as a script: each worker runs (says RunStarted, finishes `finishes` cases, then dies), the
+    job it returns being the cases it never reached."""
+
+    def __init__(self, finishes_per_worker, labels, hangs=False):
+        self.finishes = list(finishes_per_worker)
+        self.hangs = hangs
+        self.labels = labels
+        self.workers = 0
+
+    def once(self, run, job, relay, gpu, after_send=None):
+        self.workers += 1
+        cases = job.case_indices if job.case_indices is not None else sorted(self.labels)
+        relay(RunStarted(kernel_path="kernel.py", source_hash="", mode="interpreter", device_name="", n_cases=5,
+                         planned=cases, labels=[self.labels[i] for i in cases],
+                         generated=[i for i in cases if "(generated)" in self.labels[i]]))
+        n = self.finishes.pop(0) if self.finishes else 0
+        for index in cases[:n]:
+            relay(CaseResult(case_index=index, label=self.labels[index], status="error", messages=["SIGSEGV"]))
+        left = cases[n:]
+        if self.hangs:
+            relay(Problem(kind="timeout", message=f"timed out after 60 s in case {left[0]} (a hang?)"))
+        return Job(kernel_path="kernel.py", stages=["verify"], case_indices=left) if left else None
+
+
+def _with_restarts(script, monkeypatch, **limits):
+    import threading
+
+    from workbench.core.run import strategies
+
+    for name, value in limits.items():
+        monkeypatch.setattr(strategies, name, value)
+
+    class Runner:
+        cancelled = False
+        cancel_event = threading.Event()
+
+        def gpu_for(self, shard):
+            return None
+
+    jobs = strategies.WorkerJobs(Runner())
+    monkeypatch.setattr(jobs, "once", script.once)
+    said = []
+    jobs.with_restarts(None, Job(kernel_path="kernel.py", stages=["verify"]), said.append)
+    return said
+
+
+LABELS = {0: "n=1", 1: "n=1000", 2: "n=1000 [values x64] (generated)", 3: "n=1000 [offset] (generated)",
+          4: "n=4097"}
+
+
+def test_restarts_that_finish_cases_go_on_until_every_case_has_its_verdict(monkeypatch):
+    # One crash per worker, five cases: five restarts, more than the limit on restarts that finish nothing.
+    script = ScriptedWorkers([1, 1, 1, 1, 1], LABELS)
+    said = _with_restarts(script, monkeypatch, MAX_IDLE_RESTARTS=1, MAX_RESTARTS=12)
+    assert sorted(e.case_index for e in said if isinstance(e, CaseResult)) == [0, 1, 2, 3, 4]
+    assert not [e for e in said if isinstance(e, Problem)]
+
+
+def test_a_run_that_stops_restarting_names_each_case_it_never_ran(monkeypatch):
+    # The first worker finishes a case, then every worker dies before finishing any: given up after two in a row.
+    script = ScriptedWorkers([1, 0, 0, 0, 0, 0], LABELS)
+    said = _with_restarts(script, monkeypatch, MAX_IDLE_RESTARTS=2, MAX_RESTARTS=12)
+    assert script.workers == 4
+    (problem,) = [e for e in said if isinstance(e, Problem)]
+    assert "stopped after 3 worker restarts in a row without a case finished; 4 cases not run" in problem.message
+    results = {e.case_index: e for e in said if isinstance(e, CaseResult)}
+    assert sorted(results) == [0, 1, 2, 3, 4]
+    for index in (1, 2, 3, 4):
+        assert results[index].status == "error" and results[index].label == LABELS[index]
+        assert results[index].messages[0].startswith("not run: the run stopped after 3 worker restarts")
+        assert results[index].generated == (index in (2, 3))
+
+
+def test_restarts_have_a_ceiling_even_when_each_finishes_a_case(monkeypatch):
+    script = ScriptedWorkers([1] * 5, LABELS)
+    said = _with_restarts(script, monkeypatch, MAX_IDLE_RESTARTS=3, MAX_RESTARTS=2)
+    assert script.workers == 3
+    results = {e.case_index: e for e in said if isinstance(e, CaseResult)}
+    assert sorted(results) == [0, 1, 2, 3, 4]
+    assert results[3].messages[0] == "not run: the run stopped after 2 worker restarts"
+
+
+def test_hangs_are_given_up_sooner_than_crashes(monkeypatch):
+    # Each hang waits out a whole time-out: after two, the cases left are named, not run.
+    script = ScriptedWorkers([1] * 5, LABELS, hangs=True)
+    said = _with_restarts(script, monkeypatch, MAX_IDLE_RESTARTS=3, MAX_RESTARTS=12, MAX_HANGS=2)
+    assert script.workers == 3
+    results = {e.case_index: e for e in said if isinstance(e, CaseResult)}
+    assert sorted(results) == [0, 1, 2, 3, 4]
+    assert "3 cases that hung" in results[4].messages[0]

@@ -145,6 +145,24 @@ def test_crash_is_that_cases_failure_and_verification_goes_on(cli, make_project)
 
 
 @pytest.mark.slow
+def test_one_worker_and_a_shape_that_crashes_with_its_stresses_still_give_every_case_a_verdict(cli, make_project,
+                                                                                                monkeypatch):
+    # Case 1 (n=1000) crashes, and so do its four value stresses: five restarts of the one worker, each finishing a
+    # case. Every case is in the record, each crashed stress marked generated like the stresses that ran.
+    monkeypatch.setenv("WORKBENCH_WORKERS", "1")
+    code, rec = verify_json(cli, make_project(kernels.CRASHES))
+    assert code == 1
+    tuned = [c for c in rec["cases"] if not c["config"]]
+    crashed = [c for c in tuned if c["status"] == "error"]
+    assert len(crashed) == 5 and all("SIGSEGV" in c["messages"][0] for c in crashed)
+    assert [c["generated"] for c in crashed] == [False, True, True, True, True]
+    assert all("n=1000" in c["label"] for c in crashed)
+    assert all(c["status"] == "passed" for c in tuned if c not in crashed)
+    indices = sorted(c["case_index"] for c in tuned)  # case 3 is for the benchmark alone
+    assert indices == [i for i in range(indices[-1] + 1) if i != 3] and len(indices) > 5
+
+
+@pytest.mark.slow
 def test_plain_contract_verifies_unchanged(cli, make_project):
     code, rec = verify_json(cli, make_project(kernels.PLAIN_CONTRACT))
     assert code == 0

@@ -60,6 +60,8 @@ class RunStarted(Event):
     n_cases: int
     autotuned: list[str] = field(default_factory=list)  # names of autotuned kernels
     planned: list[int] = field(default_factory=list)  # case indices verification will run, in order
+    labels: list[str] = field(default_factory=list)  # each planned case's label, in the same order
+    generated: list[int] = field(default_factory=list)  # the planned cases derived from CASES (edge shapes, stresses)
     bench_only: list[int] = field(default_factory=list)  # CASES for the benchmark alone (purpose "bench")
     seed: int | None = None  # the seed the cases' inputs are drawn from ([verify] seed as the run was given it)
 

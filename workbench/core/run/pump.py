@@ -29,6 +29,7 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
     runs under a launcher (a profiler) that writes its report once the worker is gone, so its clean end is
     its exit, not its last event."""
     planned: list[int] = []
+    generated: set[int] = set()  # the planned cases derived from CASES
     done: set[int] = set()
     current: int | None = None
     current_label = ""
@@ -53,7 +54,8 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
             what += f", {check}" if check else ""
             message = f"timed out after {allowed:.0f} s in {what} (a hang?); the worker was killed"
             relay(Problem(kind="timeout", message=message, case_index=current, file=job.kernel_path))
-            return resume_after(job, planned, done, (current, current_label), stage, relay, message)
+            return resume_after(job, planned, done, (current, current_label, current in generated), stage, relay,
+                                message)
         if kind == "eof":
             worker.proc.wait()
             for line in worker.drain_log():
@@ -78,7 +80,8 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
                 if last_words:
                     message += f" (its last output: {last_words[-1][:200]})"
                 relay(Problem(kind="crash", message=message, case_index=current, file=job.kernel_path))
-            return resume_after(job, planned, done, (current, current_label), stage, relay, message)
+            return resume_after(job, planned, done, (current, current_label, current in generated), stage, relay,
+                                message)
         event = payload
         checking = isinstance(event, StageChanged) and event.stage == CHECKING
         check = event.detail if checking else ""
@@ -87,6 +90,7 @@ def pump(worker: WorkerHandle, job: Job, relay: OnEvent, limit: float | None, ca
             deadline = time.monotonic() + allowed
         if isinstance(event, RunStarted):
             planned = shard_of(event.planned, job.shard)
+            generated = set(event.generated)
         elif isinstance(event, StageChanged) and event.stage == JOB_DONE:
             # A clean end: the exit is not waited for. Under a launcher (a profiler, a sanitizer)
             # it is: the launcher writes its report once the worker has gone.
@@ -128,16 +132,16 @@ def requeue(job: Job, planned: list[int], done: set[int], stage: str, relay: OnE
     return again
 
 
-def resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | None, str], stage: str,
+def resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | None, str, bool], stage: str,
                  relay: OnEvent, message: str) -> Job | None:
     """Report the case a dead worker was on; return a job for the cases it never reached.
 
     Only verification resumes; a crashed run is never benchmarked.
     """
-    current, label = at
+    current, label, generated = at  # the case in flight: its index, label, and whether it was derived from CASES
     if current is not None and current not in done:
         relay(CaseResult(case_index=current, label=label or f"case {current}", status="error",
-                         messages=[message]))
+                         messages=[message], generated=generated))
         done.add(current)
     if stage not in RESUMABLE:
         return None

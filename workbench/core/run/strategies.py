@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from ..events import Event, LogLine, Problem, Requeued
+from ..events import CaseResult, Event, LogLine, Problem, Requeued, RunStarted
 from ..stage import CompilePoolOrder, Job
 from .contracts import OnEvent, WorkerHandle, WorkerSource
 from .gpus import GpuSlot
@@ -66,7 +66,13 @@ class Runner(Protocol):
     def pooling_possible(self) -> bool: ...
 
 
-MAX_RESTARTS = 3
+# A worker lost in a case fails that case and the cases left go on in a fresh one. A kernel that crashes on one
+# shape crashes that shape's value stresses too, so restarts that finish cases are allowed many times; a worker that
+# dies before finishing any (an import that crashes) is given up sooner, and so is one that hangs: each hang costs a
+# whole time-out.
+MAX_IDLE_RESTARTS = 3
+MAX_RESTARTS = 12
+MAX_HANGS = 3
 # A worker that has not said it is ready by then (they take 2-10 s, more on a loaded host) is given up once, with
 # what its threads were doing in the log, and another takes its place (workers.STARTUP_TIMEOUT_S for that one).
 FIRST_START_TIMEOUT_S = 90.0
@@ -90,6 +96,33 @@ class RunInFlight:
         return stages[stages.index("verify") + 1:] if "verify" in stages else []
 
 
+class CasesSeen:
+    """The cases a job's workers announced (RunStarted: label, generated or not) and the verdicts they sent,
+    read off the events on their way to `relay`: what a restart needs to tell progress from a loop, and to
+    name a case it never ran."""
+
+    def __init__(self, relay: OnEvent):
+        self._relay = relay
+        self.labels: dict[int, str] = {}
+        self.generated: set[int] = set()
+        self.verdicts = 0
+        self.hangs = 0
+
+    def relay(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self.labels.update(zip(event.planned, event.labels))
+            self.generated.update(event.generated)
+        elif isinstance(event, CaseResult) and not event.config and event.phase == "":
+            self.verdicts += 1
+        elif isinstance(event, Problem) and event.kind == "timeout":
+            self.hangs += 1
+        self._relay(event)
+
+    def not_run(self, index: int, message: str) -> CaseResult:
+        return CaseResult(case_index=index, label=self.labels.get(index, f"case {index}"), status="error",
+                          messages=[message], generated=index in self.generated)
+
+
 class WorkerJobs:
     """Jobs in workers of one runner: one job in a worker with restarts, one fanned out over several."""
 
@@ -98,25 +131,35 @@ class WorkerJobs:
 
     def with_restarts(self, run: RunInFlight, job: Job, relay: OnEvent, gpu: GpuSlot | None = None,
                       after_send: Callable[[], None] | None = None) -> None:
-        """`job` in a worker; after a crash or a hang, the cases left in a fresh one (at most MAX_RESTARTS).
-        `after_send`: called once the first worker has the job."""
+        """`job` in a worker; after a crash or a hang, the cases left in a fresh one. It gives up after
+        MAX_IDLE_RESTARTS restarts in a row that brought no case a verdict, after MAX_HANGS hangs, or after
+        MAX_RESTARTS restarts in all; each case left then gets an error of its own in the record, never a mere
+        count. `after_send`: called once the first worker has the job."""
         runner = self.runner
-        restarts = 0
+        restarts = idle = 0
         pending: Job | None = job
+        seen = CasesSeen(relay)
         if gpu is None:
             gpu = runner.gpu_for(0)
         while pending is not None and not runner.cancelled:
-            pending = self.once(run, pending, relay, gpu, after_send)
+            before = seen.verdicts
+            pending = self.once(run, pending, seen.relay, gpu, after_send)
             after_send = None
-            if pending is not None:
-                # The compile processes served the lost worker and are gone: the next one compiles alone.
-                pending = replace(pending, compile_pool=None)
-                restarts += 1
-                if restarts > MAX_RESTARTS:
-                    left = pending.case_indices or []
-                    relay(Problem(kind="crash", message=f"stopped after {MAX_RESTARTS} worker restarts; "
-                                                        f"{len(left)} cases not run"))
-                    return
+            if pending is None:
+                return
+            # The compile processes served the lost worker and are gone: the next one compiles alone.
+            pending = replace(pending, compile_pool=None)
+            restarts += 1
+            idle = idle + 1 if seen.verdicts == before else 0
+            why = (f"{idle} worker restarts in a row without a case finished" if idle > MAX_IDLE_RESTARTS
+                   else f"{seen.hangs} cases that hung (each waited out its time-out)" if seen.hangs > MAX_HANGS
+                   else f"{MAX_RESTARTS} worker restarts" if restarts > MAX_RESTARTS else "")
+            if why:
+                left = pending.case_indices or []
+                relay(Problem(kind="crash", message=f"stopped after {why}; {len(left)} cases not run"))
+                for index in left:
+                    relay(seen.not_run(index, f"not run: the run stopped after {why}"))
+                return
 
     def once(self, run: RunInFlight, job: Job, relay: OnEvent, gpu: GpuSlot | None,
              after_send: Callable[[], None] | None = None) -> Job | None:

@@ -33,8 +33,9 @@ from .handoff import CaseData
 from .interpreter.fixes import OutOfBoundsAccess
 from .large_index import NOTE as LARGE_INDEX_NOTE
 from .large_index import is_large_index, launch_refused
-from .checks.unit import dtype_name
+from .checks.unit import dtype_name, own_error_of
 from .compare import compare
+from .structure import paired_by_name
 from .references import (Reference, native_reference, reference_or_skip, rounded_reference, sampled_case,
                          upcast_reference)
 from .tensors import Outputs, flatten_outputs, input_elements, synchronize
@@ -157,25 +158,28 @@ class KernelCalls:
         `inputs`: the case's inputs as the references saw them."""
         if not is_value_stress(case) or reference.rounded is None or not self._near_one_draw(data, outputs):
             return
-        more = rounded_reference(self.km, inputs, reference.outputs, self.config.tf32, stressed=True)
+        more = rounded_reference(self.km, inputs, reference.outputs, self.config.tf32, stressed=True,
+                                 taken=reference.rounded)
         if more is not None:
             data.rounded = more.tensors
 
     def _near_one_draw(self, data: CaseData, outputs: Outputs) -> bool:
         """Whether some floating-point output fails its budget with the one draw of p in `data` by no more than
-        FURTHER_DRAWS_WITHIN times torch's own error, and none by more or by NaN (outputs matched by position and
-        name; anything else counts as near, and the judge has every draw)."""
-        if outputs.names != data.reference_names or len(outputs.tensors) != len(data.reference):
+        FURTHER_DRAWS_WITHIN times torch's own error, and none by more or by NaN (outputs paired as the judge pairs
+        them; anything the judge would call a structure problem counts as near, and the judge has every draw)."""
+        order, problems = paired_by_name(outputs.names, data.reference_names, len(outputs.tensors),
+                                         len(data.reference))
+        if problems or None in order:
             return True
         near, factor = False, self.config.error_factor
-        for j, (out, ref) in enumerate(zip(outputs.tensors, data.reference)):
+        for j, i in enumerate(order):
+            out, ref = outputs.tensors[i], data.reference[j]
             if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
                 continue
             tol = self.config.tolerance_for(dtype_name(out))
             if tol is None or not isinstance(ref, torch.Tensor) or out.shape != ref.shape:
                 return True
-            native = data.native[j] if j < len(data.native) else None
-            rounded = data.rounded[j] if j < len(data.rounded) else None
+            native, rounded = own_error_of(data, j)
             judged = compare(out, ref, tol, native=native, factor=factor, rounded=rounded)
             if judged.passed:
                 continue

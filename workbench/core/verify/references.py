@@ -87,15 +87,17 @@ def reference_or_skip(km: KernelModule, inputs: list[Any], case: Case, data: Cas
 
 
 def rounded_reference(km: KernelModule, inputs: list[Any], truth: Outputs, tf32: bool = False,
-                      stressed: bool = False) -> Outputs | None:
+                      stressed: bool = False, taken: Outputs | None = None) -> Outputs | None:
     """reference_fn in float64 on the inputs rounded once more, with each of its intermediate results rounded once
     more too (verify/error_model.py: how much one more rounding moves the output); for small outputs and
     `stressed` cases (value_stress.is_value_stress) several draws, each element the farthest from `truth` (the float64
-    reference's outputs). None when it raises or does not fit."""
+    reference's outputs). `taken`: what an unstressed call returned for the same inputs (its draws are not taken
+    again; the stressed draws go on from there). None when it raises or does not fit."""
     unit = intermediate_unit(inputs)
+    start = 0 if taken is None else rounding_draws(truth.tensors)
     try:
-        draws = []
-        for draw in range(rounding_draws(truth.tensors, STRESSED_ROUNDING_DRAWS if stressed else 1)):
+        draws = [] if taken is None else [taken]
+        for draw in range(start, rounding_draws(truth.tensors, STRESSED_ROUNDING_DRAWS if stressed else 1)):
             with RoundEachOp(draw, unit):
                 draws.append(flatten_outputs(km.reference_fn(*rounded_once_more(clone_inputs(inputs), draw, tf32))))
         synchronize()
