@@ -42,14 +42,27 @@ from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_p
 from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
 
 
-def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None = None,
+              started: "LoadSampler | None" = None) -> subprocess.CompletedProcess:
+    """`workbench ARGS` in a fresh Python; `started`: a sampler told the command's pid (its own CPU is sampled)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
            "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1", **(env_extra or {})}
-    done = subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT)
+    command = [sys.executable, "-m", "workbench.cli", *args]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=ROOT) as proc:
+        if started is not None:
+            started.watch(proc.pid)
+        out, err = proc.communicate()
+    done = subprocess.CompletedProcess(command, proc.returncode, out, err)
     if check and done.returncode not in (0, 1):
         raise SystemExit(f"workbench {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done
+
+
+def process_ticks(pid: int) -> int:
+    """CPU clock ticks a process has used, its threads together (utime + stime of /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def cpu_times() -> tuple[int, int]:
@@ -61,27 +74,44 @@ def cpu_times() -> tuple[int, int]:
 
 class LoadSampler:
     """The machine's load while a run goes on: the share of all cores busy, every half second, and each GPU's
-    utilisation (nvidia-smi, streamed every 500 ms). No-op where /proc/stat or nvidia-smi is missing."""
+    utilisation (nvidia-smi, streamed every 500 ms), and the `workbench` process's own CPU (`watch`: the cores
+    of the parent that pumps every worker's events; near one core throughout, it is the run's bottleneck). No-op
+    where /proc/stat or nvidia-smi is missing."""
 
     def __init__(self, period: float = 0.5):
         self.period = period
         self.cpu: list[float] = []
         self.gpu: dict[str, list[float]] = {}
+        self.parent: list[float] = []  # the watched process's CPU, in cores, per sample
+        self._pid: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_cpu, daemon=True)
         self._smi: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
+
+    def watch(self, pid: int) -> None:
+        self._pid = pid
 
     def _sample_cpu(self) -> None:
         try:
             before = cpu_times()
         except OSError:
             return
+        ticks, tick_s, last = None, 1.0 / os.sysconf("SC_CLK_TCK"), time.monotonic()
         while not self._stop.wait(self.period):
-            now = cpu_times()
+            now, moment = cpu_times(), time.monotonic()
             if now[1] > before[1]:
                 self.cpu.append((now[0] - before[0]) / (now[1] - before[1]))
             before = now
+            if self._pid is not None:
+                try:
+                    used = process_ticks(self._pid)
+                except (OSError, ValueError, IndexError):
+                    continue
+                if ticks is not None and moment > last:
+                    self.parent.append((used - ticks) * tick_s / (moment - last))
+                ticks = used
+            last = moment
 
     def _read_gpu(self) -> None:
         assert self._smi is not None and self._smi.stdout is not None
@@ -118,7 +148,9 @@ class LoadSampler:
         utilisation (%)."""
         return {"cpu_busy": round(statistics.fmean(self.cpu), 3) if self.cpu else None,
                 "cpu_saturated": round(sum(c >= 0.9 for c in self.cpu) / len(self.cpu), 3) if self.cpu else None,
-                "gpu_util": {k: round(statistics.fmean(v), 1) for k, v in sorted(self.gpu.items()) if v}}
+                "gpu_util": {k: round(statistics.fmean(v), 1) for k, v in sorted(self.gpu.items()) if v},
+                "parent_cores": round(statistics.fmean(self.parent), 2) if self.parent else None,
+                "parent_cores_max": round(max(self.parent), 2) if self.parent else None}
 
 
 def split_setting(setting: str) -> tuple[str, dict[str, str]]:
@@ -132,7 +164,7 @@ def verify_all(projects: list[Path], setting: str, extra: list[str]) -> dict:
     with LoadSampler() as load:
         started = time.perf_counter()
         done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False,
-                         env_extra=env_extra)
+                         env_extra=env_extra, started=load)
         wall = time.perf_counter() - started
     try:
         report = json.loads(done.stdout)
@@ -150,8 +182,10 @@ def describe_load(load: dict) -> str:
     if load.get("cpu_busy") is None:
         return "load not sampled"
     gpus = ", ".join(f"GPU {k} {v:.0f}%" for k, v in load["gpu_util"].items())
+    parent = (f"; the workbench process itself {load['parent_cores']:.2f} cores on average, "
+              f"{load['parent_cores_max']:.2f} at most") if load.get("parent_cores") is not None else ""
     return (f"cores {100 * load['cpu_busy']:.0f}% busy on average, 90%+ busy in {100 * load['cpu_saturated']:.0f}% of "
-            f"samples; " + (f"utilisation {gpus}" if gpus else "GPUs not sampled"))
+            f"samples; " + (f"utilisation {gpus}" if gpus else "GPUs not sampled") + parent)
 
 
 def main() -> int:

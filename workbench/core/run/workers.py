@@ -30,6 +30,7 @@ from .gpus import GpuSlot
 from ..exit_codes import EXIT_POISONED
 from .protocol import (
     COMPILE_CHECK_MODULE,
+    COMPILE_TARGET_ENV,
     GPU_GATE,
     WORKER_MODULE,
     dies_with_this_process,
@@ -322,10 +323,34 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+# Where a template's imports could differ: which Triton it imports (the interpreter's or the GPU's), what it can see
+# of the GPUs, where it imports from.
+TEMPLATE_ENV_KEYS = ("WORKBENCH_INTERPRET", "TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", COMPILE_TARGET_ENV,
+                     "PYTHONPATH")
+_templates: dict[tuple, ForkServer] = {}
+_templates_lock = threading.Lock()
+
+
+def shared_template(env: dict[str, str], python: str) -> ForkServer:
+    """The warm template for `env` (worker_env's), one per process: it costs seconds of CPU to start (torch and
+    triton imported), and every runner of a process may fork from it (the lanes of a multi-project verify, the
+    runs of a server or a test session). A child takes its whole environment from its own request, so templates
+    differ only where their imports could: TEMPLATE_ENV_KEYS, the interpreter, the working folder. It lives until
+    this process ends (and dies with it: run/protocol.py); one that has died is replaced."""
+    key = (python, os.getcwd(), *(env.get(name, "") for name in TEMPLATE_ENV_KEYS))
+    with _templates_lock:
+        template = _templates.get(key)
+        if template is None or not template.alive():
+            if template is not None:
+                template.close()
+            template = _templates[key] = ForkServer(env, python)
+        return template
+
+
 class LocalWorkers:
-    """The runner's source of workers on this machine (contracts.WorkerSource): each forked from one warm
-    template (started on first use), or started from scratch under a launcher (a profiler must start the
-    process itself) or with WORKBENCH_FORKSERVER=0."""
+    """The runner's source of workers on this machine (contracts.WorkerSource): each forked from the process's
+    warm template (shared_template, started on first use), or started from scratch under a launcher (a profiler
+    must start the process itself) or with WORKBENCH_FORKSERVER=0."""
 
     local = True
 
@@ -343,7 +368,7 @@ class LocalWorkers:
         """The warm template workers are forked from (started on first use; None: workers start from scratch)."""
         with self._lock:
             if self._template is None and self.forks:
-                self._template = ForkServer(worker_env(self.env), self.python)
+                self._template = shared_template(worker_env(self.env), self.python)
             return self._template
 
     def new_worker(self, gpu: GpuSlot | None = None) -> WorkerProcess:
@@ -377,7 +402,6 @@ class LocalWorkers:
             template.warm_compiler(target)
 
     def close(self) -> None:
+        """Nothing of the template's: it is the process's (shared_template), kept for the next runner."""
         with self._lock:
-            template, self._template = self._template, None
-        if template is not None:
-            template.close()
+            self._template = None
