@@ -1,0 +1,174 @@
+"""The attention scaffold's TMA kernel under other launch settings, against SDPA's cuDNN and flash backends, in
+one run (issue: attention forward at cuDNN's speed):
+
+    python3 benchmarks/attention_variants.py --json $OUT/attention_variants.json
+
+Each variant is the scaffold's own kernel.py (scaffolds/attention) with its TMA block sizes, stages and warps set,
+and its key/value loop as it is, as `tl.range(..., warp_specialize=True)` (the producer/consumer split Triton
+makes for that loop where the GPU and this Triton allow it) or software-pipelined by hand (PIPELINED); a variant
+that does not compile says why. Each is
+checked against SDPA before it is timed; times are triton.testing.do_bench medians (CUDA events, L2 cleared between
+calls), TFLOP/s by the scaffold's own flops(). A sweep to choose from, not the figures RESULTS.md keeps
+(benchmarks/scaffolds.py times the chosen kernel as `workbench bench` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCAFFOLD = ROOT / "scaffolds" / "attention" / "kernel.py"
+LOOP = "    for start_n in range(kv_start, kv_end, BLOCK_N):\n        start_n = tl.multiple_of(start_n, BLOCK_N)\n        k = k_desc"
+LOOP_WS = ("    for start_n in tl.range(kv_start, kv_end, BLOCK_N, warp_specialize=True):\n"
+           "        start_n = tl.multiple_of(start_n, BLOCK_N)\n        k = k_desc")
+# The unmasked key/value loop software-pipelined by hand, as FlashAttention-3 does within a warpgroup: the scores of
+# block j+1 (an asynchronous wgmma) are asked for before block j's softmax, so the tensor cores work while the
+# exponentials are computed. The masked blocks (the diagonal, the ragged end) keep the scaffold's loop.
+PIPELINED = """@triton.jit
+def attention_tma_kv_loop(
+    acc, row_sum, row_max, q, k_desc, v_desc, batch_head,
+    offs_m, kv_start, kv_end, seq_len, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
+):
+    offs_n = tl.arange(0, BLOCK_N)
+    if MASKED:
+        for start_n in range(kv_start, kv_end, BLOCK_N):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            k = k_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+            qk = tl.dot(q, k.T)
+            cols = start_n + offs_n
+            valid = cols[None, :] < seq_len
+            if IS_CAUSAL:
+                valid = valid & (offs_m[:, None] >= cols[None, :])
+            qk = tl.where(valid, qk * qk_scale, -float("inf"))
+            new_max = tl.maximum(row_max, tl.max(qk, 1))
+            qk = qk - new_max[:, None]
+            p = tl.math.exp2(qk)
+            correction = tl.math.exp2(row_max - new_max)
+            row_sum = row_sum * correction + tl.sum(p, 1)
+            v = v_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+            acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
+            row_max = new_max
+    else:
+        if kv_start < kv_end:
+            k = k_desc.load([batch_head, kv_start, 0]).reshape(BLOCK_N, HEAD_DIM)
+            qk = tl.dot(q, k.T)
+            for start_n in range(kv_start, kv_end - BLOCK_N, BLOCK_N):
+                start_n = tl.multiple_of(start_n, BLOCK_N)
+                k_next = k_desc.load([batch_head, start_n + BLOCK_N, 0]).reshape(BLOCK_N, HEAD_DIM)
+                qk_next = tl.dot(q, k_next.T)
+                new_max = tl.maximum(row_max, tl.max(qk, 1) * qk_scale)
+                p = tl.math.exp2(qk * qk_scale - new_max[:, None])
+                correction = tl.math.exp2(row_max - new_max)
+                row_sum = row_sum * correction + tl.sum(p, 1)
+                v = v_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+                acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
+                row_max = new_max
+                qk = qk_next
+            new_max = tl.maximum(row_max, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - new_max[:, None])
+            correction = tl.math.exp2(row_max - new_max)
+            row_sum = row_sum * correction + tl.sum(p, 1)
+            v = v_desc.load([batch_head, kv_end - BLOCK_N, 0]).reshape(BLOCK_N, HEAD_DIM)
+            acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
+            row_max = new_max
+    return acc, row_sum, row_max
+
+
+"""
+# (BLOCK_M, BLOCK_N, stages, warps, loop: "" the scaffold's, "WS" warp-specialized, "P" pipelined by hand)
+VARIANTS = [(128, 128, 3, 8, ""), (128, 128, 2, 8, ""), (128, 64, 3, 8, ""), (128, 64, 4, 4, ""),
+            (256, 64, 3, 16, ""), (128, 128, 3, 8, "WS"), (128, 128, 2, 8, "WS"), (256, 128, 2, 8, "WS"),
+            (128, 128, 3, 8, "P"), (128, 128, 2, 8, "P"), (128, 64, 3, 8, "P"), (128, 64, 4, 8, "P")]
+SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (1, 32, 16384, 128, False)]
+
+
+def load_variant(folder: Path, loop: str):
+    source = SCAFFOLD.read_text()
+    if LOOP not in source:
+        raise SystemExit("the scaffold's TMA loop changed: update LOOP")
+    if loop == "WS":
+        source = source.replace(LOOP, LOOP_WS)
+    elif loop == "P":
+        start = source.index("@triton.jit\ndef attention_tma_kv_loop(")
+        end = source.index("# The TMA kernel's one config")
+        source = source[:start] + PIPELINED + source[end:]
+    path = folder / f"kernel_{loop or 'plain'}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--loops", default="plain,WS,P", help="which loops to time (default: plain,WS,P)")
+    args = parser.parse_args()
+    loops = {"" if name == "plain" else name for name in args.loops.split(",")}
+    import torch
+    import triton
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    folder = Path(tempfile.mkdtemp(prefix="attention-variants-"))
+    modules = {loop: load_variant(folder, loop) for loop in ("", "WS", "P")}
+    rows = []
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
+    for batch, heads, seq, dim, causal in SHAPES:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.bfloat16, generator=gen)
+                   for _ in range(3))
+        flop = modules[""].flops(q, k, v, causal)
+        shape = f"B{batch} H{heads} S{seq} D{dim} {'causal' if causal else 'full'}"
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        for name, backend in (("SDPA cuDNN", getattr(SDPBackend, "CUDNN_ATTENTION", None)),
+                              ("SDPA flash", SDPBackend.FLASH_ATTENTION)):
+            if backend is None:
+                continue
+            call = functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, is_causal=causal)
+            try:
+                with sdpa_kernel([backend]):
+                    ms = do_bench(call, warmup=100, rep=500)
+            except RuntimeError as exc:
+                print(f"{shape}  {name}: refused ({str(exc).splitlines()[0][:100]})", flush=True)
+                continue
+            rows.append({"shape": shape, "variant": name, "ms": ms, "tflops": flop / ms / 1e9})
+            print(f"{shape}  {name:<28} {ms * 1e3:9.1f} us  {flop / ms / 1e9:6.0f} TFLOP/s", flush=True)
+        for block_m, block_n, stages, warps, loop in VARIANTS:
+            if loop not in loops:
+                continue
+            module = modules[loop]
+            module.TMA_BLOCK_M, module.TMA_BLOCK_N, module.TMA_NUM_STAGES, module.TMA_NUM_WARPS = \
+                block_m, block_n, stages, warps
+            name = f"{block_m}x{block_n} s{stages} w{warps} {loop}".strip()
+            try:
+                out = module.attention(q, k, v, causal)
+                torch.cuda.synchronize()
+                err = (out.float() - expected.float()).abs().max().item()
+                if not err < 0.05:
+                    raise RuntimeError(f"wrong: max abs error {err:.3g} against SDPA")
+                ms = do_bench(functools.partial(module.attention, q, k, v, causal), warmup=100, rep=500)
+            except Exception as exc:  # noqa: BLE001 - a variant this GPU or Triton refuses: said, and the next
+                text = str(exc).strip().splitlines()
+                print(f"{shape}  {name:<28} failed: {type(exc).__name__}: {(text[0] if text else '')[:120]}",
+                      flush=True)
+                rows.append({"shape": shape, "variant": name, "error": f"{type(exc).__name__}: {text[:1]}"})
+                continue
+            rows.append({"shape": shape, "variant": name, "ms": ms, "tflops": flop / ms / 1e9, "err": err})
+            print(f"{shape}  {name:<28} {ms * 1e3:9.1f} us  {flop / ms / 1e9:6.0f} TFLOP/s  err {err:.1e}",
+                  flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
