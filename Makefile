@@ -4,7 +4,7 @@
 #               else verify it headless
 #   make test   set up and run the test suite (GPU tests skip without CUDA)
 # An extra, not a third set-up command:
-#   make test-fast  set up and run the fast lane: the tests not marked `slow` (under 2 minutes)
+#   make test-fast  set up and run the fast lane: the tests not marked `slow` (about 3.5 minutes on 2 cores)
 
 PYTHON ?= python3
 VENV   ?= .venv
