@@ -164,3 +164,52 @@ def test_workers_keep_torch_compiles_caches_in_the_workbench_cache_unless_told(t
     assert worker_env()["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "wb" / "inductor")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     assert worker_env()["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_the_runners_of_a_process_share_one_template_per_import_environment(monkeypatch):
+    """LocalWorkers of one process fork from one template (shared_template): a second runner pays no torch import;
+    a template whose imports could differ (the interpreter asked for) is another; closing a runner leaves the
+    template to the next; a compile target is warmed once however many runners ask."""
+    from workbench.core.run import workers as workers_module
+    from workbench.core.run.workers import LocalWorkers
+
+    started = []
+
+    class Template:
+        def __init__(self, env, python):
+            started.append(env)
+            self.asked, self.closed = [], False
+
+        def alive(self):
+            return not self.closed
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(workers_module, "ForkServer", Template)
+    monkeypatch.setattr(workers_module, "_templates", {})
+    monkeypatch.delenv("WORKBENCH_FORKSERVER", raising=False)
+    first, second = LocalWorkers(), LocalWorkers(env={"TRITON_CACHE_DIR": "/tmp/elsewhere"})
+    assert first.template() is second.template() and len(started) == 1
+    first.close()
+    assert not second.template().closed and LocalWorkers().template() is second.template()
+    interpreting = LocalWorkers(env={"WORKBENCH_INTERPRET": "1"})
+    assert interpreting.template() is not first.template() and len(started) == 2
+    second.template().closed = True  # died: the next runner gets a fresh one
+    assert LocalWorkers().template() is not second.template() and len(started) == 3
+
+
+def test_a_compile_target_is_warmed_once_in_a_shared_template(server):
+    asked = []
+
+    class Requests(list):
+        def append(self, request):
+            asked.append(request[1])
+            super().append(request)
+
+    with server._lock:
+        server._requests = Requests(server._requests)
+    server.warm_compiler(["cuda", 90, 32])
+    server.warm_compiler(["cuda", 90, 32])
+    server.warm_compiler(["cuda", 80, 32])
+    assert asked == [{"warm_compiler": ["cuda", 90, 32]}, {"warm_compiler": ["cuda", 80, 32]}]

@@ -141,6 +141,7 @@ class ForkServer:
         self._awaiting_pid: list[ForkedProcess] = []  # sent, in order: the template answers in order
         self._children: dict[int, ForkedProcess] = {}
         self._early_exits: dict[int, int] = {}
+        self._warmed: set[tuple] = set()  # the compile targets asked of the template (warm_compiler)
         threading.Thread(target=self._read, name="workbench-forkserver-read", daemon=True).start()
         threading.Thread(target=self._send, name="workbench-forkserver-send", daemon=True).start()
 
@@ -148,9 +149,11 @@ class ForkServer:
         return not self._failed and self.proc.poll() is None
 
     def warm_compiler(self, target: list) -> None:
-        """Ask the template to compile once for `target` before it forks anything else."""
+        """Ask the template to compile once for `target` before it forks anything else (once per target: the
+        runners that share the template ask it each)."""
         with self._wakeup:
-            if not self._failed:
+            if not self._failed and tuple(target) not in self._warmed:
+                self._warmed.add(tuple(target))
                 self._requests.append(([], {"warm_compiler": target}, []))
                 self._wakeup.notify_all()
 
