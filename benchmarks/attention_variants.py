@@ -20,6 +20,7 @@ import importlib.util
 import json
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,34 +30,9 @@ LOOP_WS = ("    for start_n in tl.range(kv_start, kv_end, BLOCK_N, warp_speciali
            "        start_n = tl.multiple_of(start_n, BLOCK_N)\n        k = k_desc")
 # The unmasked key/value loop software-pipelined by hand, as FlashAttention-3 does within a warpgroup: the scores of
 # block j+1 (an asynchronous wgmma) are asked for before block j's softmax, so the tensor cores work while the
-# exponentials are computed. The masked blocks (the diagonal, the ragged end) keep the scaffold's loop.
-PIPELINED = """@triton.jit
-def attention_tma_kv_loop(
-    acc, row_sum, row_max, q, k_desc, v_desc, batch_head,
-    offs_m, kv_start, kv_end, seq_len, qk_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr,
-):
-    offs_n = tl.arange(0, BLOCK_N)
-    if MASKED:
-        for start_n in range(kv_start, kv_end, BLOCK_N):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            k = k_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-            qk = tl.dot(q, k.T)
-            cols = start_n + offs_n
-            valid = cols[None, :] < seq_len
-            if IS_CAUSAL:
-                valid = valid & (offs_m[:, None] >= cols[None, :])
-            qk = tl.where(valid, qk * qk_scale, -float("inf"))
-            new_max = tl.maximum(row_max, tl.max(qk, 1))
-            qk = qk - new_max[:, None]
-            p = tl.math.exp2(qk)
-            correction = tl.math.exp2(row_max - new_max)
-            row_sum = row_sum * correction + tl.sum(p, 1)
-            v = v_desc.load([batch_head, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-            acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
-            row_max = new_max
-    else:
-        if kv_start < kv_end:
+# exponentials are computed. The masked blocks (the diagonal, the ragged end) keep the scaffold's loop
+# (pipelined_source).
+PIPELINED_UNMASKED = """        if kv_start < kv_end:
             k = k_desc.load([batch_head, kv_start, 0]).reshape(BLOCK_N, HEAD_DIM)
             qk = tl.dot(q, k.T)
             for start_n in range(kv_start, kv_end - BLOCK_N, BLOCK_N):
@@ -78,15 +54,25 @@ def attention_tma_kv_loop(
             v = v_desc.load([batch_head, kv_end - BLOCK_N, 0]).reshape(BLOCK_N, HEAD_DIM)
             acc = tl.dot(p.to(v.dtype), v, acc * correction[:, None])
             row_max = new_max
-    return acc, row_sum, row_max
-
-
 """
 # (BLOCK_M, BLOCK_N, stages, warps, loop: "" the scaffold's, "WS" warp-specialized, "P" pipelined by hand)
 VARIANTS = [(128, 128, 3, 8, ""), (128, 128, 2, 8, ""), (128, 64, 3, 8, ""), (128, 64, 4, 4, ""),
             (256, 64, 3, 16, ""), (128, 128, 3, 8, "WS"), (128, 128, 2, 8, "WS"), (256, 128, 2, 8, "WS"),
             (128, 128, 3, 8, "P"), (128, 128, 2, 8, "P"), (128, 64, 3, 8, "P"), (128, 64, 4, 8, "P")]
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (1, 32, 16384, 128, False)]
+
+
+def pipelined_source(source: str) -> str:
+    """The scaffold's source with its TMA key/value loop kept for the masked blocks and PIPELINED_UNMASKED for
+    the others."""
+    start = source.index("@triton.jit\ndef attention_tma_kv_loop(")
+    end = source.index("# The TMA kernel's one config")
+    function = source[start:end]
+    loop_at, return_at = function.index(LOOP), function.index("    return acc, row_sum, row_max")
+    loop = textwrap.indent(function[loop_at:return_at], "    ")
+    function = (function[:loop_at] + "    if MASKED:\n" + loop + "    else:\n" + PIPELINED_UNMASKED
+                + function[return_at:])
+    return source[:start] + function + source[end:]
 
 
 def load_variant(folder: Path, loop: str):
@@ -96,9 +82,7 @@ def load_variant(folder: Path, loop: str):
     if loop == "WS":
         source = source.replace(LOOP, LOOP_WS)
     elif loop == "P":
-        start = source.index("@triton.jit\ndef attention_tma_kv_loop(")
-        end = source.index("# The TMA kernel's one config")
-        source = source[:start] + PIPELINED + source[end:]
+        source = pipelined_source(source)
     path = folder / f"kernel_{loop or 'plain'}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(path.stem, path)
