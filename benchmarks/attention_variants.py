@@ -2,6 +2,7 @@
 one run (issue: attention forward at cuDNN's speed):
 
     python3 benchmarks/attention_variants.py --json $OUT/attention_variants.json
+    python3 benchmarks/attention_variants.py --ncu --json $OUT/attention_ncu.json   # the kernel beside cuDNN, under ncu
 
 Each variant is the scaffold's own kernel.py (scaffolds/attention) with its TMA block sizes, stages and warps set,
 and its key/value loop as it is, as `tl.range(..., warp_specialize=True)` (the producer/consumer split Triton
@@ -10,6 +11,10 @@ that does not compile says why. Each is
 checked against SDPA before it is timed; times are triton.testing.do_bench medians (CUDA events, L2 cleared between
 calls), TFLOP/s by the scaffold's own flops(). A sweep to choose from, not the figures RESULTS.md keeps
 (benchmarks/scaffolds.py times the chosen kernel as `workbench bench` does).
+
+--ncu: one call of the scaffold's kernel and one of SDPA's cuDNN backend on the first shape, each warmed up, under
+Nsight Compute (speed of light, compute workload, warp states, occupancy, and the tensor pipe's share of the active
+cycles where ncu knows the metric): the two side by side, what a floor is explained by.
 """
 
 from __future__ import annotations
@@ -91,11 +96,88 @@ def load_variant(folder: Path, loop: str):
     return module
 
 
+NCU_SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "WarpStateStats", "Occupancy", "LaunchStats")
+TENSOR_PIPE = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"
+
+
+def ncu_child() -> None:
+    """Under ncu: the scaffold's kernel and SDPA's cuDNN backend on SHAPES[0], each warmed up, then one call of
+    each profiled."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    module = load_variant(Path(tempfile.mkdtemp(prefix="attention-ncu-")), "")
+    batch, heads, seq, dim, causal = SHAPES[0]
+    q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    calls = [functools.partial(module.attention, q, k, v, causal)]
+    cudnn = getattr(SDPBackend, "CUDNN_ATTENTION", None)
+    if cudnn is not None:
+        def sdpa_cudnn():
+            with sdpa_kernel([cudnn]):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        calls.append(sdpa_cudnn)
+    for call in calls:
+        for _ in range(3):
+            call()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for call in calls:
+        call()
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+
+
+def ncu_compare(timeout: float = 400.0) -> list[dict]:
+    """Each profiled launch's metrics ({"kernel", "id", metric: "value unit"}), the kernel's first."""
+    import csv
+    import os
+    import shutil
+    import subprocess
+
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise SystemExit("ncu is not on PATH")
+    base = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv"]
+    for section in NCU_SECTIONS:
+        base += ["--section", section]
+    for extra in (["--metrics", TENSOR_PIPE], []):  # an ncu that does not know the metric: without it
+        done = subprocess.run([*base, *extra, sys.executable, __file__, "--ncu-child"], capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith('"')]
+        if done.returncode == 0 and lines:
+            break
+    else:
+        raise SystemExit(f"ncu exited {done.returncode}: {(done.stderr or done.stdout)[-1500:]}")
+    launches: dict[str, dict] = {}
+    for rec in csv.DictReader(lines):
+        launch = launches.setdefault(rec["ID"], {"id": int(rec["ID"]), "kernel": rec.get("Kernel Name", "")})
+        launch[rec["Metric Name"]] = f"{rec['Metric Value']} {rec.get('Metric Unit', '')}".strip()
+    return sorted(launches.values(), key=lambda launch: launch["id"])
+
+
+def print_side_by_side(launches: list[dict]) -> None:
+    names = [m for m in launches[0] if m not in ("id", "kernel")] if launches else []
+    print(" | ".join(["metric"] + [launch["kernel"][:40] for launch in launches]))
+    for name in names:
+        print(" | ".join([name] + [launch.get(name, "-") for launch in launches]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--loops", default="plain,WS,P", help="which loops to time (default: plain,WS,P)")
+    parser.add_argument("--ncu", action="store_true", help="the kernel and cuDNN side by side under Nsight Compute")
+    parser.add_argument("--ncu-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ncu_child:
+        ncu_child()
+        return 0
+    if args.ncu:
+        launches = ncu_compare()
+        print_side_by_side(launches)
+        if args.json:
+            args.json.write_text(json.dumps(launches, indent=1))
+        return 0
     loops = {"" if name == "plain" else name for name in args.loops.split(",")}
     import torch
     import triton
