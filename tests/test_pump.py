@@ -191,3 +191,31 @@ def test_hangs_are_given_up_sooner_than_crashes(monkeypatch):
     results = {e.case_index: e for e in said if isinstance(e, CaseResult)}
     assert sorted(results) == [0, 1, 2, 3, 4]
     assert "3 cases that hung" in results[4].messages[0]
+
+
+def test_workers_that_die_before_knowing_their_cases_are_given_up_without_a_count(monkeypatch):
+    import threading
+
+    from workbench.core.run import strategies
+
+    monkeypatch.setattr(strategies, "MAX_IDLE_RESTARTS", 2)
+    workers = []
+
+    def dies_importing(run, job, relay, gpu, after_send=None):
+        workers.append(job)
+        return job  # the whole job again: it never said RunStarted
+
+    class Runner:
+        cancelled = False
+        cancel_event = threading.Event()
+
+        def gpu_for(self, shard):
+            return None
+
+    jobs = strategies.WorkerJobs(Runner())
+    monkeypatch.setattr(jobs, "once", dies_importing)
+    said = []
+    jobs.with_restarts(None, Job(kernel_path="kernel.py", stages=["verify"]), said.append)
+    assert len(workers) == 3
+    (problem,) = said
+    assert problem.message == "stopped after 3 worker restarts in a row without a case finished"

@@ -156,7 +156,9 @@ class WorkerJobs:
                    else f"{MAX_RESTARTS} worker restarts" if restarts > MAX_RESTARTS else "")
             if why:
                 left = pending.case_indices or []
-                relay(Problem(kind="crash", message=f"stopped after {why}; {len(left)} cases not run"))
+                # No case list yet: every worker died before it knew its cases (kernel.py's import, say).
+                unplanned = "" if pending.case_indices is None else f"; {len(left)} cases not run"
+                relay(Problem(kind="crash", message=f"stopped after {why}{unplanned}"))
                 for index in left:
                     relay(seen.not_run(index, f"not run: the run stopped after {why}"))
                 return
