@@ -126,6 +126,7 @@ class ScriptedWorkers:
 
 
 def _with_restarts(script, monkeypatch, **limits):
+    """WorkerJobs.with_restarts over `script.once` (a ScriptedWorkers, or any object with such a `once`)."""
     import threading
 
     from workbench.core.run import strategies
@@ -194,28 +195,15 @@ def test_hangs_are_given_up_sooner_than_crashes(monkeypatch):
 
 
 def test_workers_that_die_before_knowing_their_cases_are_given_up_without_a_count(monkeypatch):
-    import threading
+    class DiesImporting:
+        workers = 0
 
-    from workbench.core.run import strategies
+        def once(self, run, job, relay, gpu, after_send=None):
+            self.workers += 1
+            return job  # the whole job again: it never said RunStarted
 
-    monkeypatch.setattr(strategies, "MAX_IDLE_RESTARTS", 2)
-    workers = []
-
-    def dies_importing(run, job, relay, gpu, after_send=None):
-        workers.append(job)
-        return job  # the whole job again: it never said RunStarted
-
-    class Runner:
-        cancelled = False
-        cancel_event = threading.Event()
-
-        def gpu_for(self, shard):
-            return None
-
-    jobs = strategies.WorkerJobs(Runner())
-    monkeypatch.setattr(jobs, "once", dies_importing)
-    said = []
-    jobs.with_restarts(None, Job(kernel_path="kernel.py", stages=["verify"]), said.append)
-    assert len(workers) == 3
+    script = DiesImporting()
+    said = _with_restarts(script, monkeypatch, MAX_IDLE_RESTARTS=2)
+    assert script.workers == 3
     (problem,) = said
     assert problem.message == "stopped after 3 worker restarts in a row without a case finished"
