@@ -8,9 +8,9 @@ Each variant is the scaffold's own kernel.py (scaffolds/attention) with its TMA 
 and its key/value loop as it is, as `tl.range(..., warp_specialize=True)` (the producer/consumer split Triton
 makes for that loop where the GPU and this Triton allow it) or software-pipelined by hand (PIPELINED); a variant
 that does not compile says why. Each is
-checked against SDPA before it is timed; times are triton.testing.do_bench medians (CUDA events, L2 cleared between
-calls), TFLOP/s by the scaffold's own flops(). A sweep to choose from, not the figures RESULTS.md keeps
-(benchmarks/scaffolds.py times the chosen kernel as `workbench bench` does).
+checked against SDPA before it is timed; times are medians from the workbench's own timer (timers.measure, as
+`workbench bench` and benchmarks/scaffolds.py time: CUDA events per call, L2 flushed), TFLOP/s by the scaffold's own
+flops(). A sweep to choose from; the table RESULTS.md keeps comes from benchmarks/scaffolds.py.
 
 --ncu: one call of the scaffold's kernel and one of SDPA's cuDNN backend on the first shape, each warmed up, under
 Nsight Compute (speed of light, compute workload, warp states, occupancy, and the tensor pipe's share of the active
@@ -30,7 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCAFFOLD = ROOT / "scaffolds" / "attention" / "kernel.py"
-LOOP = "    for start_n in range(kv_start, kv_end, BLOCK_N):\n        start_n = tl.multiple_of(start_n, BLOCK_N)\n        k = k_desc"
+LOOP = ("    for start_n in range(kv_start, kv_end, BLOCK_N):\n"
+        "        start_n = tl.multiple_of(start_n, BLOCK_N)\n        k = k_desc")
 LOOP_WS = ("    for start_n in tl.range(kv_start, kv_end, BLOCK_N, warp_specialize=True):\n"
            "        start_n = tl.multiple_of(start_n, BLOCK_N)\n        k = k_desc")
 # The unmasked key/value loop software-pipelined by hand, as FlashAttention-3 does within a warpgroup: the scores of
@@ -182,7 +183,21 @@ def main() -> int:
     import torch
     import triton
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    from triton.testing import do_bench
+
+    sys.path.insert(0, str(ROOT))
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.timing.compilewatch import CompileWatch, jit_functions
+    from workbench.core.timing.device import l2_cache_bytes
+    from workbench.core.timing.timers import L2Flusher, measure
+
+    config, flusher = BenchConfig(warmup_ms=100.0, rep_ms=500.0), L2Flusher(l2_cache_bytes())
+
+    def median_ms(call, module=None) -> float:
+        watch = CompileWatch(jit_functions(module) if module is not None else [])
+        timing = measure(call, config, flusher, watch, "variant").timing
+        if timing is None:
+            raise RuntimeError("it compiled on every call: no steady-state time")
+        return timing.median_ms
 
     folder = Path(tempfile.mkdtemp(prefix="attention-variants-"))
     modules = {loop: load_variant(folder, loop) for loop in ("", "WS", "P")}
@@ -202,7 +217,7 @@ def main() -> int:
             call = functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v, is_causal=causal)
             try:
                 with sdpa_kernel([backend]):
-                    ms = do_bench(call, warmup=100, rep=500)
+                    ms = median_ms(call)
             except RuntimeError as exc:
                 print(f"{shape}  {name}: refused ({str(exc).splitlines()[0][:100]})", flush=True)
                 continue
@@ -221,7 +236,7 @@ def main() -> int:
                 err = (out.float() - expected.float()).abs().max().item()
                 if not err < 0.05:
                     raise RuntimeError(f"wrong: max abs error {err:.3g} against SDPA")
-                ms = do_bench(functools.partial(module.attention, q, k, v, causal), warmup=100, rep=500)
+                ms = median_ms(functools.partial(module.attention, q, k, v, causal), module)
             except Exception as exc:  # noqa: BLE001 - a variant this GPU or Triton refuses: said, and the next
                 text = str(exc).strip().splitlines()
                 print(f"{shape}  {name:<28} failed: {type(exc).__name__}: {(text[0] if text else '')[:120]}",

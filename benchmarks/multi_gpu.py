@@ -12,9 +12,10 @@ machine. Each run starts from cleared Triton caches (`workbench verify` clears e
 compiles everything: the cold-start time a CI job pays. One untimed run first warms the page cache and Python's bytecode
 (`--no-warmup` leaves it out: the first timed run is then the colder).
 
-Beside each run, the machine's load is sampled twice a second: the share of all cores busy (/proc/stat)
-and each GPU's utilisation (nvidia-smi): a run whose cores are busy throughout is bound by compiling,
-which a second GPU does not speed up.
+Beside each run, the machine's load is sampled twice a second: the share of all cores busy (/proc/stat),
+each GPU's utilisation (nvidia-smi) and the `workbench verify` process's own CPU: a run whose cores are busy
+throughout is bound by compiling, which a second GPU does not speed up; one whose parent sits near one core is
+bound by the parent.
 
 The table: wall seconds of the whole `workbench verify` (median, min and max over the rounds), the
 cases that passed, and the speed-up of all GPUs over one. Needs no Ray: the local runner places
@@ -37,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench.core.fsutil import atomic_write_text  # noqa: E402
+from workbench.core.fsutil import atomic_write_text, process_stat  # noqa: E402
 from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_project  # noqa: E402
 from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
 
@@ -61,7 +62,7 @@ def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None =
 
 def process_ticks(pid: int) -> int:
     """CPU clock ticks a process has used, its threads together (utime + stime of /proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = process_stat(pid)
     return int(fields[11]) + int(fields[12])
 
 

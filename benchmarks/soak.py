@@ -42,6 +42,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workbench.core.fsutil import process_stat  # noqa: E402 - the repository's own copy
+
 TARGET_MB = 10.0
 KINDS = ("correct", "wrong 1%", "syntax error")
 WRONG = '''
@@ -88,8 +92,7 @@ def children_of() -> dict[int, list[int]]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+            fields = process_stat(int(entry))
         except OSError:
             continue
         tree.setdefault(int(fields[1]), []).append(int(entry))
@@ -165,7 +168,6 @@ def record_of(project: Path, source_hash: str, seen: set[str], timeout: float) -
 
 
 def hash_of(path: Path) -> str:
-    sys.path.insert(0, str(ROOT))
     from workbench.core.project.folder import Project
 
     return Project.open(str(path.parent)).source_hash()

@@ -45,6 +45,14 @@ def current_umask() -> int:
     return mask
 
 
+def process_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command's name, which may hold spaces and brackets: [0] its state
+    ("Z": a zombie), [1] its parent's pid, [11] and [12] its user and system CPU in clock ticks. OSError where
+    /proc has no such process."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        return stat.read().rsplit(")", 1)[-1].split()
+
+
 def shared_mode(directory: bool = False) -> int:
     """The mode a plain open() or mkdir() would give (0644 / 0755 under the usual umask): temporary files and
     folders are made 0600 / 0700, which a teammate on a shared machine cannot read."""

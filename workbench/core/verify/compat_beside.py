@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..fsutil import atomic_write_bytes, atomic_write_text, process_stat
 from ..project.contract import Case, KernelModule
 from . import compiled_context
 from .tensors import Outputs
@@ -145,9 +145,8 @@ class CheckBeside:
         if not self.pid:
             return True  # no pid given: its files alone say when it is done (tests)
         try:
-            with open(f"/proc/{self.pid}/stat") as stat:
-                return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
-        except OSError:
+            return process_stat(self.pid)[0] != "Z"
+        except (OSError, IndexError):
             return False
 
     def _planned(self) -> list[int] | None:
