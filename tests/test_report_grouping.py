@@ -60,3 +60,29 @@ def test_failures_of_another_kind_or_in_one_config_are_said_on_their_own(tmp_pat
 
 def test_spans_name_runs_of_cases():
     assert spans([0, 2, 3, 4, 7]) == "0, 2-4, 7" and spans([5]) == "5" and spans([]) == ""
+
+
+def test_an_error_size_beside_nan_says_it_is_over_the_finite_elements_alone(tmp_path):
+    """A kernel that writes NaN where the reference has numbers has no finite error there: the max printed beside
+    the NaN count is the finite elements' alone, and the report and the app say so (a bare "max abs 5.8e-232"
+    read as "nearly right")."""
+    from rich.console import Console
+
+    from workbench.tui.widgets.cases import result_detail
+
+    nan = CaseResult(case_index=0, label="n=1000", status="failed", dtype="float32", max_abs_err=5.8e-232,
+                     max_rel_err=1e-230, numel=1000, bad_count=141, rtol=1e-5, atol=1e-5,
+                     checks={"nan": "failed"}, messages=["141 elements are NaN/Inf where the reference is not"])
+    text = format_outcome(outcome_of(tmp_path, [nan]), verbose=True)
+    assert "max abs over the finite elements 5.8e-232" in text, text
+    console = Console(width=120, record=True)
+    for part in result_detail(nan):
+        console.print(part)
+    assert "max abs · rel (finite)" in console.export_text()
+
+    plain = off_by_one_percent(0)
+    assert "over the finite" not in format_outcome(outcome_of(tmp_path, [plain]), verbose=True)
+    console = Console(width=120, record=True)
+    for part in result_detail(plain):
+        console.print(part)
+    assert "max abs · rel " in console.export_text() and "(finite)" not in console.export_text()

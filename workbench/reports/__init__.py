@@ -220,7 +220,8 @@ def failure_details(r: CaseResult, suffix: str = "") -> list[str]:
         out.append(f"    where: {r.pattern}")
     if r.bad_count and r.numel:
         if r.rtol is not None:
-            out.append(f"    {r.bad_count} of {r.numel} elements bad; max abs {fmt_err(r.max_abs_err)}, "
+            finite = " over the finite elements" if r.checks.get("nan") == "failed" else ""
+            out.append(f"    {r.bad_count} of {r.numel} elements bad; max abs{finite} {fmt_err(r.max_abs_err)}, "
                        f"max rel {fmt_err(r.max_rel_err)}, rel norm {fmt_err(r.rel_norm_err)} "
                        f"(rtol {r.rtol:g}, atol {r.atol:g})")
     out += [f"    note: {n}" for n in r.notes]

@@ -286,7 +286,9 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
     if result.numel and result.bad_count:
         bad += f" ({result.bad_count / result.numel:.2%})"
     stats.add_row("bad elements", bad)
-    stats.add_row("max abs · rel", f"{fmt_err(result.max_abs_err)} · {fmt_err(result.max_rel_err)}"
+    # NaN and Inf have no error size: beside a count of them, the max is over the finite elements alone
+    stats.add_row("max abs · rel" + (" (finite)" if result.checks.get("nan") == "failed" else ""),
+                  f"{fmt_err(result.max_abs_err)} · {fmt_err(result.max_rel_err)}"
                   f"   rel norm {fmt_err(result.rel_norm_err)}")
     if result.rtol is not None:
         stats.add_row("tolerance", f"rtol {result.rtol:g} · atol {result.atol:g} ({result.dtype})")
