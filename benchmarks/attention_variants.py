@@ -98,7 +98,15 @@ def load_variant(folder: Path, loop: str):
 
 
 NCU_SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "WarpStateStats", "Occupancy", "LaunchStats")
-TENSOR_PIPE = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"
+# What the sections print only as totals: each pipe's share of the active cycles (the tensor pipe, the FMA and ALU
+# pipes, XU, where MUFU's exp2 runs) and the reasons a warp stalled, per instruction issued. A name this ncu does not
+# know reads n/a.
+PIPES = ("tensor", "tensor_op_gmma", "fma", "alu", "xu", "fp16")
+STALLS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "membar", "math_pipe_throttle", "mio_throttle",
+          "lg_throttle", "not_selected", "selected", "dispatch_stall", "no_instruction", "branch_resolving", "sleeping")
+EXTRA_METRICS = ",".join([f"sm__pipe_{pipe}_cycles_active.avg.pct_of_peak_sustained_active" for pipe in PIPES]
+                         + [f"smsp__average_warps_issue_stalled_{why}_per_issue_active.ratio" for why in STALLS]
+                         + ["sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed.sum"])
 
 
 def ncu_child() -> None:
@@ -141,7 +149,7 @@ def ncu_compare(timeout: float = 400.0) -> list[dict]:
     base = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv"]
     for section in NCU_SECTIONS:
         base += ["--section", section]
-    for extra in (["--metrics", TENSOR_PIPE], []):  # an ncu that does not know the metric: without it
+    for extra in (["--metrics", EXTRA_METRICS], []):  # an ncu that does not know the metric: without it
         done = subprocess.run([*base, *extra, sys.executable, __file__, "--ncu-child"], capture_output=True,
                               text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith('"')]
