@@ -20,16 +20,25 @@ bound by the parent.
 The table: wall seconds of the whole `workbench verify` (median, min and max over the rounds), the
 cases that passed, and the speed-up of all GPUs over one. Needs no Ray: the local runner places
 the workers. The GPUs come from nvidia-smi (CUDA_VISIBLE_DEVICES respected).
+
+The setting `cluster` verifies through workbench-ray instead (`--cluster ray://...`): a Ray head started on this
+machine with its GPUs before the first round (untimed, as a cluster that is already up) and stopped after the
+last; its workers are Ray actors of one GPU each. It needs ray and the workbench-ray plugin installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -44,10 +53,11 @@ from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository
 
 
 def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None = None,
-              started: "LoadSampler | None" = None) -> subprocess.CompletedProcess:
-    """`workbench ARGS` in a fresh Python; `started`: a sampler told the command's pid (its own CPU is sampled)."""
+              started: "LoadSampler | None" = None, plugins: bool = False) -> subprocess.CompletedProcess:
+    """`workbench ARGS` in a fresh Python; `started`: a sampler told the command's pid (its own CPU is sampled);
+    `plugins`: installed plugins load (workbench-ray for `--cluster`), else the built-ins alone."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
-           "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1", **(env_extra or {})}
+           **({} if plugins else {"WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}), **(env_extra or {})}
     command = [sys.executable, "-m", "workbench.cli", *args]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           cwd=ROOT) as proc:
@@ -160,17 +170,80 @@ def split_setting(setting: str) -> tuple[str, dict[str, str]]:
     return gpus, ({"WORKBENCH_PROJECTS_PER_GPU": per_gpu} if per_gpu else {})
 
 
-def verify_all(projects: list[Path], setting: str, extra: list[str]) -> dict:
+def label(setting: str) -> str:
+    return "--cluster" if setting == "cluster" else f"--gpus {setting}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+class LocalRayCluster:
+    """A Ray head on this machine offering its `gpus` GPUs (`ray start --head --block` in a process group of its
+    own, killed on exit: never `ray stop`, which stops every Ray of this user). `address` is its Ray Client
+    address, which `workbench verify --cluster` takes."""
+
+    def __init__(self, gpus: int, start_timeout_s: float = 120.0):
+        try:
+            importlib.import_module("ray")
+        except ImportError:
+            raise SystemExit("the `cluster` setting needs ray (pip install 'ray[client]')") from None
+        if not any(e.name == "ray" for e in importlib.metadata.entry_points(group="workbench")):
+            raise SystemExit("the `cluster` setting needs the workbench-ray plugin installed (pip install plugins/ray)")
+        self.gpus, self.start_timeout_s = gpus, start_timeout_s
+        self.client_port = free_port()
+        self.address = f"ray://127.0.0.1:{self.client_port}"
+        self.temp = Path(f"/tmp/wbray-{os.getpid()}")  # short: Ray's socket paths have a length limit
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> "LocalRayCluster":
+        command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats",
+                   "--num-gpus", str(self.gpus), "--num-cpus", str(os.cpu_count() or 1), "--port", str(free_port()),
+                   "--ray-client-server-port", str(self.client_port), "--include-dashboard", "false",
+                   "--temp-dir", str(self.temp)]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout_s
+        while not answers(self.client_port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                raise SystemExit("the local Ray head did not start: "
+                                 + self.process.stderr.read().decode(errors="replace")[-2000:])
+            time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def verify_all(projects: list[Path], setting: str, extra: list[str], cluster: LocalRayCluster | None = None) -> dict:
     gpus, env_extra = split_setting(setting)
+    where = ["--cluster", cluster.address] if setting == "cluster" and cluster else ["--gpus", gpus]
     with LoadSampler() as load:
         started = time.perf_counter()
-        done = workbench("verify", *map(str, projects), "--gpus", gpus, "--json", *extra, check=False,
-                         env_extra=env_extra, started=load)
+        done = workbench("verify", *map(str, projects), *where, "--json", *extra, check=False,
+                         env_extra=env_extra, started=load, plugins=setting == "cluster")
         wall = time.perf_counter() - started
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
-        raise SystemExit(f"verify --gpus {gpus} printed no JSON (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(f"verify {' '.join(where)} printed no JSON (exit {done.returncode}):\n{done.stderr[-3000:]}")
     cases = [c for p in report["projects"] for c in p["cases"] if not c["config"]]
     return {"gpus": setting, "wall_s": round(wall, 2), "exit_code": report["exit_code"],
             "project_s": {p["project"]: p.get("duration_s") for p in report["projects"]},
@@ -196,7 +269,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every run as JSON")
     parser.add_argument("--settings", default="0,all",
                         help="comma-separated --gpus values to compare, the first the baseline; `all:2` also sets "
-                             "WORKBENCH_PROJECTS_PER_GPU=2 (default: 0,all)")
+                             "WORKBENCH_PROJECTS_PER_GPU=2; `cluster`: --cluster over a local Ray head with every "
+                             "GPU (default: 0,all)")
     parser.add_argument("--no-warmup", action="store_true", help="leave out the untimed first run")
     parser.add_argument("--smoke", action="store_true",
                         help="no GPU needed: one round under the interpreter, to check the script itself")
@@ -206,12 +280,15 @@ def main() -> int:
     if not args.smoke and len(gpus) < 2:
         raise SystemExit(f"needs two GPUs or more; nvidia-smi shows {len(gpus)} (use --smoke to try the script)")
     settings = ["all"] if args.smoke else args.settings.split(",")
+    if args.smoke and "cluster" in args.settings.split(","):
+        settings.append("cluster")
     extra = ["--interpret"] if args.smoke else []
     rounds = 1 if args.smoke else args.rounds
     catalog = Catalog(builtin_scaffolds())
     ops = args.ops.split(",") if args.ops else [s.name for s in catalog.scaffolds]
 
-    with tempfile.TemporaryDirectory(prefix="workbench-multi-gpu-") as work:
+    with contextlib.ExitStack() as stack:
+        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="workbench-multi-gpu-"))
         folder = Path(work)
         for op in ops:  # as `workbench new OP` writes it
             create_project(op, folder, catalog.choose(op, None))
@@ -221,14 +298,16 @@ def main() -> int:
             print(f"GPU {gpu.describe}")
         print(f"verification workers: WORKBENCH_WORKERS={os.environ.get('WORKBENCH_WORKERS', 'default')}, "
               f"{os.cpu_count()} cores")
+        # untimed, as a cluster already up: a head offering every GPU
+        cluster = stack.enter_context(LocalRayCluster(len(gpus) or 1)) if "cluster" in settings else None
         if not args.smoke and not args.no_warmup:
             verify_all(projects, "all", extra)  # untimed: page cache, bytecode
         runs: dict[str, list[dict]] = {s: [] for s in settings}
         for round_ in range(rounds):
             for setting in settings if round_ % 2 == 0 else reversed(settings):
-                run = verify_all(projects, setting, extra)
+                run = verify_all(projects, setting, extra, cluster)
                 runs[setting].append(run)
-                print(f"  round {round_ + 1}: --gpus {setting:<4} {run['wall_s']:7.2f} s, "
+                print(f"  round {round_ + 1}: {label(setting):<12} {run['wall_s']:7.2f} s, "
                       f"{run['passed']}/{run['cases']} cases passed on GPUs {', '.join(run['gpus_used']) or '-'}, "
                       f"exit {run['exit_code']}", flush=True)
                 slowest = sorted(run["project_s"].items(), key=lambda kv: -(kv[1] or 0))[:4]
@@ -243,7 +322,7 @@ def main() -> int:
         walls = [r["wall_s"] for r in runs[setting]]
         median = statistics.median(walls)
         used = sorted({g for r in runs[setting] for g in r["gpus_used"]})
-        rows.append((f"--gpus {setting}", str(len(used)), f"{median:.2f}", f"{min(walls):.2f}", f"{max(walls):.2f}",
+        rows.append((label(setting), str(len(used)), f"{median:.2f}", f"{min(walls):.2f}", f"{max(walls):.2f}",
                      f"{runs[setting][-1]['passed']}/{runs[setting][-1]['cases']}",
                      ",".join(sorted({str(r['exit_code']) for r in runs[setting]})), f"{base / median:.2f}x"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -199,3 +199,51 @@ def test_per_gpu_kind_needs_a_cluster(make_project, plugin_cli):
     code, out, err = plugin_cli(workbench_ray, "ray", "bench")(make_project(kernels.GOOD, toml=ONLY_CASES),
                                                               "--per-gpu-kind")
     assert code == 2 and "--per-gpu-kind needs --cluster" in err
+
+
+def test_a_verify_of_several_projects_gets_lanes_sharing_the_cluster_as_this_machine_does(monkeypatch):
+    """A cluster verifies several projects side by side, as `--gpus` does here (RESULTS 3v: one project at a time
+    over 2 H200s took 306 s where the local lanes took 57 s): lanes per GPU from the cluster's cores per GPU (or
+    WORKBENCH_PROJECTS_PER_GPU), the cluster's workers (one per two cores) shared among them, each actor asking
+    for its share of a GPU so that every lane's workers are placed at once."""
+    from workbench_ray.runner import verify_lanes
+
+    monkeypatch.delenv("WORKBENCH_PROJECTS_PER_GPU", raising=False)
+    assert verify_lanes(16, gpus=2, cpus=32) == (8, 2, 1 / 8)  # the 2 x H200 host: the local run's 8 lanes x 2
+    assert verify_lanes(1, gpus=2, cpus=32) == (1, 2, 1.0)  # one project: its cases over every GPU, whole ones
+    assert verify_lanes(3, gpus=2, cpus=4) == (2, 1, 1.0)  # few cores: a lane per GPU, a GPU per worker
+    assert verify_lanes(40, gpus=8, cpus=256) == (32, 4, 1 / 16)  # 4 lanes per GPU at most, 8 workers per lane cap
+    monkeypatch.setenv("WORKBENCH_PROJECTS_PER_GPU", "2")
+    assert verify_lanes(3, gpus=2, cpus=4) == (3, 1, 1 / 2)
+
+
+@pytest.mark.slow
+def test_several_projects_verify_in_lanes_over_the_cluster_and_disconnect_once(cluster, make_project, monkeypatch,
+                                                                                tmp_path):
+    from workbench_ray.runner import connect_runner
+
+    monkeypatch.setenv("WORKBENCH_PROJECTS_PER_GPU", "2")
+    if ray.is_initialized():  # an earlier test's connection: this one connects itself
+        ray.shutdown()
+    runners = connect_runner(cluster[1], interpret=True, keep_warm=True, projects=4, stages=["verify"])
+    try:
+        # 3 GPUs, 6 CPUs, 2 lanes per GPU: 4 lanes of 1 worker, each actor half a GPU; one connection for all
+        assert len(runners) == 4 and len({id(r.supply.source.connection) for r in runners}) == 1
+        assert {r.supply.source.share for r in runners} == {0.5} and {r.parallel for r in runners} == {1}
+    finally:
+        for runner in runners[:-1]:
+            runner.close()
+            assert ray.is_initialized()  # the others still use it
+        runners[-1].close()
+    assert not ray.is_initialized()  # the last lane to close disconnected
+
+    projects = [make_project(kernels.GOOD, toml=ONLY_CASES, name=f"p{i}") for i in range(4)]
+    done = workbench("verify", *projects, "--cluster", cluster[0], "--json")
+    said = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, said
+    records = json.loads(done.stdout)["projects"]
+    assert [r["kernel"] for r in records] == [str(p / "kernel.py") for p in projects], said
+    for record in records:
+        tuned = [c for c in record["cases"] if not c["config"]]
+        assert record["verdict"] == "passed" and [c["case_index"] for c in tuned] == [0, 1, 2], said
+        assert all(re.fullmatch(r"\S+/[01] FAKE_[AB]", c["gpu"]) for c in tuned), tuned

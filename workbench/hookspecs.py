@@ -28,7 +28,7 @@ becomes of the **Result**; ``tests/test_plugins.py`` fails when one of the three
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pluggy
 
@@ -152,7 +152,7 @@ def workbench_add_arguments(command: str, parser: Any) -> None:
 
 
 @hookspec(firstresult=True)
-def workbench_make_runner(args: Any, interpret: bool, keep_warm: bool) -> Any:
+def workbench_make_runner(args: Any, interpret: bool, keep_warm: bool, projects: int, stages: Sequence[str]) -> Any:
     """Provide the runner that ``workbench verify`` and ``workbench bench`` run their projects with.
 
     When: once per command, before the first project runs, in the process that started the command.
@@ -163,6 +163,10 @@ def workbench_make_runner(args: Any, interpret: bool, keep_warm: bool) -> Any:
     interpret: ``--interpret`` was given (the worker runs the Triton interpreter).
 
     keep_warm: more than one project will run: a runner may start the next worker ahead.
+
+    projects: how many projects the command runs; stages: the stages each run takes (``["verify"]`` for
+    ``workbench verify``). A plugin may return a list of runners for several projects: lanes, each running one
+    project at a time, side by side (as ``workbench verify`` of several does on this machine's GPUs).
 
     Result: firstresult=True: the first non-None result is used, and no other implementation is
     called. Return None unless the command line asks for this plugin's runner (e.g. its

@@ -92,8 +92,9 @@ def open_session(args: argparse.Namespace, context: Context, n_projects: int, ke
     try:
         return Session.choose(n_projects, stages, hooks=hooks, interpret=args.interpret, keep_warm=keep_warm,
                               gpus=getattr(args, "gpus", "all"),
-                              plugin=lambda: context.pm.hook.workbench_make_runner(args=args, interpret=args.interpret,
-                                                                                   keep_warm=keep_warm))
+                              plugin=lambda: context.pm.hook.workbench_make_runner(
+                                  args=args, interpret=args.interpret, keep_warm=keep_warm, projects=n_projects,
+                                  stages=list(stages)))
     except GpuSelectionError as exc:
         raise CommandError(str(exc)) from None
 

@@ -30,7 +30,7 @@ def workbench_add_arguments(command, parser):
 
 
 @hookimpl
-def workbench_make_runner(args, interpret, keep_warm):
+def workbench_make_runner(args, interpret, keep_warm, projects, stages):
     address = getattr(args, "cluster", None)
     if not address:
         if getattr(args, "per_gpu_kind", False):
@@ -44,4 +44,4 @@ def workbench_make_runner(args, interpret, keep_warm):
         return make_matrix_runner(address, interpret=interpret)
     from .runner import connect_runner
 
-    return connect_runner(address, interpret=interpret, keep_warm=keep_warm)
+    return connect_runner(address, interpret=interpret, keep_warm=keep_warm, projects=projects, stages=stages)

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import urlparse
 
 from workbench.commands import EXIT_ENVIRONMENT, CommandError
@@ -32,6 +32,9 @@ from workbench.core.run import (
     make_runner,
     wait_for_ready,
 )
+from workbench.core.run.factory import PROJECTS_PER_GPU_ENV
+from workbench.core.run.protocol import count_from_env
+from workbench.core.run.runner import MAX_WORKERS_PER_RUN
 
 from .host import accelerator_type
 
@@ -90,6 +93,13 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
                 raise ClusterUnreachable(address, why) from None
             time.sleep(1.0)
     return True
+
+
+def cluster_cpus() -> float:
+    """The CPUs the cluster's live nodes offer (Ray's resource 'CPU')."""
+    import ray
+
+    return float(ray.cluster_resources().get("CPU", 0))
 
 
 def cluster_gpus() -> dict[str, int]:
@@ -167,9 +177,10 @@ class RemoteProcess:
 
 
 class RayWorker:
-    """A worker process in a Ray actor holding one GPU (a workbench.core.run.WorkerHandle)."""
+    """A worker process in a Ray actor holding one GPU, or its share of one (`share` < 1: actors that only verify,
+    several to a GPU) (a workbench.core.run.WorkerHandle)."""
 
-    def __init__(self, interpret: bool, env: dict[str, str], actor_options: dict[str, Any]):
+    def __init__(self, interpret: bool, env: dict[str, str], actor_options: dict[str, Any], share: float = 1.0):
         self.gpu: GpuSlot | None = None  # placement is Ray's: the Runner asks for no GPU of its own
         self.placed: GpuSlot | None = None  # the GPU Ray gave the actor, once it is known
         self.where: dict[str, Any] = {}
@@ -182,7 +193,7 @@ class RayWorker:
         self._paths: list[tuple[str, str]] = []  # (a path on the node, the same here), JSON-escaped: the kernel's, its folder's
         self._log_thread = threading.Thread(target=self._pump, daemon=True)
         try:
-            self.actor = _host_class().options(num_gpus=1, max_restarts=0, max_task_retries=0,
+            self.actor = _host_class().options(num_gpus=share, max_restarts=0, max_task_retries=0,
                                                 **actor_options).remote(interpret, env)
         except Exception as exc:  # noqa: BLE001 - the cluster went away: wait_ready reports it (exit 3)
             self.actor = None
@@ -271,26 +282,52 @@ class RayWorker:
         self.kill(wait=False)
 
 
+class Connection:
+    """This process's connection to the cluster, shared by the runners made over it (the lanes of a verify of
+    several projects): the last to let go disconnects, if this process connected (`connected`)."""
+
+    def __init__(self, connected: bool, users: int = 1):
+        self.connected, self.users = connected, users
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            last = self.users == 0
+        if last and self.connected:
+            import ray
+
+            ray.shutdown()
+
+
 class RayWorkers:
-    """Workers placed by Ray, one GPU each, anywhere in the cluster (a workbench.core.run.WorkerSource).
+    """Workers placed by Ray, anywhere in the cluster (a workbench.core.run.WorkerSource): one GPU each, or
+    `share` of one (a verification lane's workers, several to a GPU: verification times nothing).
 
     Not `local`: an actor elsewhere takes no GPU-gate line (its stages after verification start once the
     shards are gone, and its GPU is not theirs anyway), and compile processes forked here could not reach
     it. `actor_options` go to every actor (e.g. ``{"accelerator_type": "H100"}`` for one kind of GPU).
-    `connected_here`: close() disconnects from the cluster, once the actors' kills have gone out.
+    `connected_here`: close() disconnects from the cluster, once the actors' kills have gone out; or
+    `connection`, shared with other runners' sources: the last to close disconnects.
     """
 
     local = False
 
     def __init__(self, interpret: bool = False, env: dict[str, str] | None = None,
-                 actor_options: dict[str, Any] | None = None, connected_here: bool = False):
+                 actor_options: dict[str, Any] | None = None, connected_here: bool = False,
+                 connection: Connection | None = None, share: float = 1.0):
         self.interpret, self.env = interpret, dict(env or {})
         self.actor_options = dict(actor_options or {})
-        self.connected_here = connected_here
+        self.connection = connection or Connection(connected_here)
+        self.share = share
         self._started: list[RayWorker] = []
 
+    @property
+    def connected_here(self) -> bool:
+        return self.connection.connected
+
     def new_worker(self, gpu: GpuSlot | None = None) -> RayWorker:
-        worker = RayWorker(self.interpret, self.env, self.actor_options)
+        worker = RayWorker(self.interpret, self.env, self.actor_options, self.share)
         self._started = [w for w in self._started if w.proc.poll() is None] + [worker]
         return worker
 
@@ -303,33 +340,59 @@ class RayWorkers:
     def close(self) -> None:
         for worker in self._started:  # let the actors' kills go out before the connection (or the process) ends
             worker.wait_exit()
-        if self.connected_here:
-            import ray
-
-            ray.shutdown()
+        self.connection.release()
 
 
 def ray_runner(interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
-               actor_options: dict[str, Any] | None = None, connected_here: bool = False) -> Runner:
+               actor_options: dict[str, Any] | None = None, connected_here: bool = False,
+               connection: Connection | None = None, share: float = 1.0) -> Runner:
     """The workbench's Runner over Ray's workers: verification shards over every GPU of the cluster
-    (`parallel`, by default all of them); the stages after it run in one fresh actor, which holds its GPU alone."""
-    workers = RayWorkers(interpret, actor_options=actor_options, connected_here=connected_here)
+    (`parallel`, by default all of them); the stages after it run in one fresh actor, which holds its GPU alone
+    (`share` < 1 only for runners that only verify: see verify_lanes)."""
+    workers = RayWorkers(interpret, actor_options=actor_options, connected_here=connected_here,
+                         connection=connection, share=share)
     return make_runner(interpret=interpret, keep_warm=keep_warm, workers=workers,
                        parallel=parallel or max(1, sum(cluster_gpus().values())))
 
 
-def connect_runner(address: str, interpret: bool, keep_warm: bool) -> Runner:
-    """Connect to the cluster and check that it has GPUs; CommandError (exit 3) when it cannot be used."""
+def verify_lanes(projects: int, gpus: int, cpus: int) -> tuple[int, int, float]:
+    """(lanes, workers per lane, each worker's share of a GPU) for a verification of `projects` projects over a
+    cluster of `gpus` GPUs and `cpus` CPUs, as a verify of several shares this machine's out (factory.lanes): each
+    lane verifies one project at a time, WORKBENCH_PROJECTS_PER_GPU lanes to a GPU (else one per 4 of the cluster's
+    cores per GPU, at most 4), the cluster's workers (one per two cores) shared among the lanes. One project, or a
+    cluster with fewer cores than GPUs: one lane with a whole GPU to each worker."""
+    per_gpu = count_from_env(PROJECTS_PER_GPU_ENV, max(1, min(4, cpus // max(1, gpus) // 4)))
+    lanes = max(1, min(projects, gpus * per_gpu))
+    if lanes == 1:
+        return 1, gpus, 1.0
+    workers = max(1, min(MAX_WORKERS_PER_RUN, (cpus // 2) // lanes))
+    actors_per_gpu = -(-lanes * workers // gpus)  # ceil: every actor of every lane placed at once
+    return lanes, workers, 1.0 / actors_per_gpu if actors_per_gpu > 1 else 1.0
+
+
+def connect_runner(address: str, interpret: bool, keep_warm: bool, projects: int = 1,
+                   stages: Sequence[str] = ()) -> Runner | list[Runner]:
+    """Connect to the cluster and check that it has GPUs; CommandError (exit 3) when it cannot be used.
+
+    A verification of several projects (`stages` == ["verify"]) gets lanes, as on this machine: a runner each,
+    verifying one project at a time, their workers sharing the cluster's GPUs (verify_lanes). Anything that
+    times gets one runner, whose workers hold a GPU each."""
     connected = connect(address)
     try:
         gpus = sum(cluster_gpus().values())
         if not gpus:
             raise CommandError(f"the Ray cluster at {address} has no GPU (no node offers the resource 'GPU')",
                                EXIT_ENVIRONMENT)
+        cpus = int(cluster_cpus())
     except BaseException:
         if connected:
             import ray
 
             ray.shutdown()
         raise
-    return ray_runner(interpret=interpret, keep_warm=keep_warm, parallel=gpus, connected_here=connected)
+    if list(stages) != ["verify"] or projects < 2:
+        return ray_runner(interpret=interpret, keep_warm=keep_warm, parallel=gpus, connected_here=connected)
+    count, workers, share = verify_lanes(projects, gpus, cpus)
+    connection = Connection(connected, users=count)
+    return [ray_runner(interpret=interpret, keep_warm=keep_warm, parallel=workers, connection=connection, share=share)
+            for _ in range(count)]

@@ -63,12 +63,12 @@ def choose_runners(projects: int, stages: Sequence[str], *, interpret: bool = Fa
                    gpus: str | None = "all", plugin: Callable[[], Any] | None = None) -> list[RunnerLike]:
     """The runners a front end runs `projects` projects' `stages` with (the CLI's verify, bench and watch,
     pytest --workbench, the MCP server): the runner a plugin gives (`plugin()`, the workbench_make_runner hook,
-    when it gives one), else lanes over the GPUs `gpus` selects (gpus.select_gpus; none under the
+    when it gives one; or the lanes it gives, a list), else lanes over the GPUs `gpus` selects (gpus.select_gpus; none under the
     interpreter), several per GPU when the stages only verify. Raises gpus.GpuSelectionError for a `gpus` that
     names no GPU here."""
     given = plugin() if plugin is not None else None
-    if given is not None:
-        return [given]
+    if given is not None:  # one runner, or a plugin's lanes
+        return list(given) if isinstance(given, (list, tuple)) else [given]
     placed = [] if interpret else select_gpus(gpus)
     return lanes(projects, placed, interpret=interpret, keep_warm=keep_warm, per_gpu=lanes_per_gpu(stages))
 
