@@ -209,12 +209,15 @@ def test_a_verify_of_several_projects_gets_lanes_sharing_the_cluster_as_this_mac
     from workbench_ray.runner import verify_lanes
 
     monkeypatch.delenv("WORKBENCH_PROJECTS_PER_GPU", raising=False)
+    monkeypatch.delenv("WORKBENCH_WORKERS", raising=False)
     assert verify_lanes(16, gpus=2, cpus=32) == (8, 2, 1 / 8)  # the 2 x H200 host: the local run's 8 lanes x 2
     assert verify_lanes(1, gpus=2, cpus=32) == (1, 2, 1.0)  # one project: its cases over every GPU, whole ones
     assert verify_lanes(3, gpus=2, cpus=4) == (2, 1, 1.0)  # few cores: a lane per GPU, a GPU per worker
     assert verify_lanes(40, gpus=8, cpus=256) == (32, 4, 1 / 16)  # 4 lanes per GPU at most, 8 workers per lane cap
     monkeypatch.setenv("WORKBENCH_PROJECTS_PER_GPU", "2")
     assert verify_lanes(3, gpus=2, cpus=4) == (3, 1, 1 / 2)
+    monkeypatch.setenv("WORKBENCH_WORKERS", "24")  # the workers of the whole cluster, shared among its lanes
+    assert verify_lanes(16, gpus=2, cpus=32) == (4, 6, 1 / 12)
 
 
 @pytest.mark.slow

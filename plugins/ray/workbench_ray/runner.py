@@ -28,13 +28,12 @@ from workbench.core.run import (
     Job,
     Runner,
     event_or_log,
+    lane_sizes,
     log_lines_left,
     make_runner,
+    verify_lanes_per_gpu,
     wait_for_ready,
 )
-from workbench.core.run.factory import PROJECTS_PER_GPU_ENV
-from workbench.core.run.protocol import count_from_env
-from workbench.core.run.runner import MAX_WORKERS_PER_RUN
 
 from .host import accelerator_type
 
@@ -357,15 +356,12 @@ def ray_runner(interpret: bool = False, keep_warm: bool = False, parallel: int |
 
 def verify_lanes(projects: int, gpus: int, cpus: int) -> tuple[int, int, float]:
     """(lanes, workers per lane, each worker's share of a GPU) for a verification of `projects` projects over a
-    cluster of `gpus` GPUs and `cpus` CPUs, as a verify of several shares this machine's out (factory.lanes): each
-    lane verifies one project at a time, WORKBENCH_PROJECTS_PER_GPU lanes to a GPU (else one per 4 of the cluster's
-    cores per GPU, at most 4), the cluster's workers (one per two cores) shared among the lanes. One project, or a
-    cluster with fewer cores than GPUs: one lane with a whole GPU to each worker."""
-    per_gpu = count_from_env(PROJECTS_PER_GPU_ENV, max(1, min(4, cpus // max(1, gpus) // 4)))
-    lanes = max(1, min(projects, gpus * per_gpu))
+    cluster of `gpus` GPUs and `cpus` CPUs, sized as a verify of several is on one machine (factory.lane_sizes with
+    the cluster's cores): each lane verifies one project at a time. One lane: a whole GPU to each worker, one
+    worker per GPU."""
+    lanes, workers = lane_sizes(projects, gpus, verify_lanes_per_gpu(cpus), cores=cpus)
     if lanes == 1:
         return 1, gpus, 1.0
-    workers = max(1, min(MAX_WORKERS_PER_RUN, (cpus // 2) // lanes))
     actors_per_gpu = -(-lanes * workers // gpus)  # ceil: every actor of every lane placed at once
     return lanes, workers, 1.0 / actors_per_gpu if actors_per_gpu > 1 else 1.0
 

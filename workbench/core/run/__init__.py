@@ -32,7 +32,7 @@ _EXPORTS = {
     "Job": "..stage", "JobContext": "..stage", "CompilePoolOrder": "..stage", "gpu_stage_cases": "..stage",
     "shard_of": "..stage",
     "Runner": ".runner", "default_parallel": ".runner", "make_runner": ".factory", "lanes": ".factory",
-    "choose_runners": ".factory",
+    "choose_runners": ".factory", "lane_sizes": ".factory", "verify_lanes_per_gpu": ".factory",
     "RunnerLike": ".contracts", "WorkerHandle": ".contracts", "WorkerSource": ".contracts", "ProcessLike": ".contracts",
     "WorkerProcess": ".workers", "WorkerStartError": ".workers", "LocalWorkers": ".workers",
     "event_or_log": ".workers", "log_lines_left": ".workers", "worker_env": ".workers", "wait_for_ready": ".workers",

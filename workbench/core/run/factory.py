@@ -44,10 +44,7 @@ def lanes(projects: int, gpus: Sequence[GpuSlot], interpret: bool = False,
     GPU alone. `per_gpu` > 1 (verification alone, which times nothing): that many lanes share each GPU, so one
     project's start-up and compiles overlap another's cases."""
     gpus = list(gpus)
-    count = max(1, min(len(gpus) * max(1, per_gpu), projects))
-    # The machine's cores shared out (machine_workers), not one run's cap: on 2 GPUs and 32 cores, 8 lanes of 1
-    # worker each left the longest project (attention_train) compiling alone and 2 GPUs slower than one (RESULTS 3q)
-    workers = max(1, min(MAX_WORKERS_PER_RUN, (machine_workers() if count > 1 else default_parallel()) // count))
+    count, workers = lane_sizes(projects, len(gpus), per_gpu)
     if count <= len(gpus) or not gpus:
         shares = [gpus[lane::count] for lane in range(count)]
     else:
@@ -73,14 +70,24 @@ def choose_runners(projects: int, stages: Sequence[str], *, interpret: bool = Fa
     return lanes(projects, placed, interpret=interpret, keep_warm=keep_warm, per_gpu=lanes_per_gpu(stages))
 
 
+def lane_sizes(projects: int, gpus: int, per_gpu: int = 1, cores: int | None = None) -> tuple[int, int]:
+    """(lanes, verification workers per lane) for `projects` projects on `gpus` GPUs, `per_gpu` lanes to a GPU, on
+    `cores` cores (default: this machine's; a cluster's, for a plugin's lanes)."""
+    count = max(1, min(gpus * max(1, per_gpu), projects))
+    # The machine's cores shared out (machine_workers), not one run's cap: on 2 GPUs and 32 cores, 8 lanes of 1
+    # worker each left the longest project (attention_train) compiling alone and 2 GPUs slower than one (RESULTS 3q)
+    shared = machine_workers(cores) if count > 1 else default_parallel(cores)
+    return count, max(1, min(MAX_WORKERS_PER_RUN, shared // count))
+
+
 def lanes_per_gpu(stages: Sequence[str]) -> int:
     """How many of a run's projects share one GPU at once: several when they only verify
     (verify_lanes_per_gpu), one when anything is timed."""
     return verify_lanes_per_gpu() if list(stages) == ["verify"] else 1
 
 
-def verify_lanes_per_gpu() -> int:
+def verify_lanes_per_gpu(cores: int | None = None) -> int:
     """Projects verified at once on one GPU (`workbench verify` of several): WORKBENCH_PROJECTS_PER_GPU, else one
-    per 4 cores, at most 4. Each brings its GPU worker, its judge and its compile processes; verification times
+    per 4 cores (this machine's, or a cluster's `cores`), at most 4. Each brings its GPU worker, its judge and its compile processes; verification times
     nothing, so sharing the GPU changes no verdict."""
-    return count_from_env(PROJECTS_PER_GPU_ENV, max(1, min(4, (os.cpu_count() or 2) // 4)))
+    return count_from_env(PROJECTS_PER_GPU_ENV, max(1, min(4, (cores or os.cpu_count() or 2) // 4)))

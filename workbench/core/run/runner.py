@@ -91,17 +91,17 @@ class CompileCheck:
 MAX_WORKERS_PER_RUN = 8
 
 
-def machine_workers() -> int:
-    """Verification workers for the whole machine, shared out among lanes of projects (factory.lanes):
-    WORKBENCH_WORKERS, else one per two cores (no cap: 16 on 32 cores, where one run takes at most
-    MAX_WORKERS_PER_RUN)."""
-    return count_from_env("WORKBENCH_WORKERS", max(1, (os.cpu_count() or 2) // 2))
+def machine_workers(cores: int | None = None) -> int:
+    """Verification workers for the whole machine (or a cluster of `cores` cores), shared out among lanes of
+    projects (factory.lanes): WORKBENCH_WORKERS, else one per two cores (no cap: 16 on 32 cores, where one run
+    takes at most MAX_WORKERS_PER_RUN)."""
+    return count_from_env("WORKBENCH_WORKERS", max(1, (cores or os.cpu_count() or 2) // 2))
 
 
-def default_parallel() -> int:
+def default_parallel(cores: int | None = None) -> int:
     """Verification workers of one run: compilation is per process, so shards compile in parallel.
     WORKBENCH_WORKERS as it is, else the machine's workers up to MAX_WORKERS_PER_RUN."""
-    return count_from_env("WORKBENCH_WORKERS", min(MAX_WORKERS_PER_RUN, machine_workers()))
+    return count_from_env("WORKBENCH_WORKERS", min(MAX_WORKERS_PER_RUN, machine_workers(cores)))
 
 
 class Runner:
