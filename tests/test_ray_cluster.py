@@ -236,6 +236,7 @@ def test_several_projects_verify_in_lanes_over_the_cluster_and_disconnect_once(c
     finally:
         for runner in runners[:-1]:
             runner.close()
+            runner.supply.source.close()  # closed twice: still one lane letting go
             assert ray.is_initialized()  # the others still use it
         runners[-1].close()
     assert not ray.is_initialized()  # the last lane to close disconnected

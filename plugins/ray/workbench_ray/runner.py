@@ -320,6 +320,7 @@ class RayWorkers:
         self.connection = connection or Connection(connected_here)
         self.share = share
         self._started: list[RayWorker] = []
+        self._closed = False
 
     @property
     def connected_here(self) -> bool:
@@ -339,7 +340,9 @@ class RayWorkers:
     def close(self) -> None:
         for worker in self._started:  # let the actors' kills go out before the connection (or the process) ends
             worker.wait_exit()
-        self.connection.release()
+        if not self._closed:  # once per source: a second close must not count as another lane letting go
+            self._closed = True
+            self.connection.release()
 
 
 def ray_runner(interpret: bool = False, keep_warm: bool = False, parallel: int | None = None,
