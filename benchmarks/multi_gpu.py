@@ -33,8 +33,6 @@ import contextlib
 import importlib.metadata
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -174,24 +172,9 @@ def label(setting: str) -> str:
     return "--cluster" if setting == "cluster" else f"--gpus {setting}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def answers(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 class LocalRayCluster:
-    """A Ray head on this machine offering its `gpus` GPUs (`ray start --head --block` in a process group of its
-    own, killed on exit: never `ray stop`, which stops every Ray of this user). `address` is its Ray Client
-    address, which `workbench verify --cluster` takes."""
+    """A Ray head on this machine offering its `gpus` GPUs and every core (workbench_ray.local_node), stopped on
+    exit. `address` is its Ray Client address, which `workbench verify --cluster` takes."""
 
     def __init__(self, gpus: int, start_timeout_s: float = 120.0):
         try:
@@ -200,35 +183,31 @@ class LocalRayCluster:
             raise SystemExit("the `cluster` setting needs ray (pip install 'ray[client]')") from None
         if not any(e.name == "ray" for e in importlib.metadata.entry_points(group="workbench")):
             raise SystemExit("the `cluster` setting needs the workbench-ray plugin installed (pip install plugins/ray)")
+        from workbench_ray.local_node import free_port
+
         self.gpus, self.start_timeout_s = gpus, start_timeout_s
-        self.client_port = free_port()
+        self.client_port, self.gcs_port = free_port(), free_port()
         self.address = f"ray://127.0.0.1:{self.client_port}"
         self.temp = Path(f"/tmp/wbray-{os.getpid()}")  # short: Ray's socket paths have a length limit
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> "LocalRayCluster":
-        command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats",
-                   "--num-gpus", str(self.gpus), "--num-cpus", str(os.cpu_count() or 1), "--port", str(free_port()),
-                   "--ray-client-server-port", str(self.client_port), "--include-dashboard", "false",
-                   "--temp-dir", str(self.temp)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout_s
-        while not answers(self.client_port):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.__exit__()
-                raise SystemExit("the local Ray head did not start: "
-                                 + self.process.stderr.read().decode(errors="replace")[-2000:])
-            time.sleep(0.3)
+        from workbench_ray.local_node import NodeDidNotStart, answers, start_node
+
+        args = ["--head", "--num-gpus", str(self.gpus), "--num-cpus", str(os.cpu_count() or 1), "--port",
+                str(self.gcs_port), "--ray-client-server-port", str(self.client_port), "--include-dashboard", "false",
+                "--temp-dir", str(self.temp)]
+        try:
+            self.process = start_node(args, lambda: answers(self.client_port), self.start_timeout_s)
+        except NodeDidNotStart as exc:
+            raise SystemExit(str(exc)) from None
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from workbench_ray.local_node import stop_node
+
         if self.process is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait()
+            stop_node(self.process)
         shutil.rmtree(self.temp, ignore_errors=True)
 
 

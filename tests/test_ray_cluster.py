@@ -5,8 +5,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,43 +17,20 @@ from run_helpers import ONLY_CASES
 
 # These tests count cases per GPU and per re-queue: the project's CASES alone, no generated edge shapes.
 ray = pytest.importorskip("ray")
+from workbench_ray.local_node import answers, free_port  # noqa: E402 - once ray is known to be there
+from workbench_ray.local_node import stop_node as stop  # noqa: E402
+
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(args, ready) -> subprocess.Popen:
-    """`ray start ... --block` in a process group of its own; waits until `ready()`."""
-    process = subprocess.Popen([str(BIN / "ray"), "start", "--block", "--disable-usage-stats", *args],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 90
-    while not ready():
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop(process)
-            pytest.fail("a Ray node did not start: " + process.stderr.read().decode()[-2000:])
-        time.sleep(0.3)
-    return process
+    """A Ray node of this machine (workbench_ray.local_node); the test fails with Ray's stderr if it does not start."""
+    from workbench_ray.local_node import NodeDidNotStart, start_node
 
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGKILL the node's own process group (never `ray stop`, which stops every Ray of this user)."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
-def answers(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
+        return start_node(args, ready)
+    except NodeDidNotStart as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
