@@ -115,6 +115,7 @@ def test_a_few_unwritten_elements_fail_through_the_whole_output_nan_count():
     result, _ = judged_sample(out, ref)
     assert result.status == "failed" and result.checks["nan"] == "failed"
     assert any("2 NaN where the reference has a number, counted over the whole output" in m for m in result.messages)
+    assert [e["non_finite"] for e in result.compared] == [True]  # the output's entry says so, wherever the sample fell
 
 
 def test_a_big_output_of_the_wrong_shape_is_reported_with_the_whole_shapes():

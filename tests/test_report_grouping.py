@@ -75,13 +75,23 @@ def test_an_error_size_beside_nan_says_it_is_over_the_finite_elements_alone(tmp_
                      checks={"nan": "failed"}, messages=["141 elements are NaN/Inf where the reference is not"])
     text = format_outcome(outcome_of(tmp_path, [nan]), verbose=True)
     assert "max abs over the finite elements 5.8e-232" in text, text
+    (row,) = [line for line in text.splitlines() if line.lstrip().startswith("0 ")]
+    assert "NaN/Inf" in row and "5.8e-232" not in row, text  # the table's cells: no size for an error without one
     console = Console(width=120, record=True)
     for part in result_detail(nan):
         console.print(part)
     assert "max abs · rel (finite)" in console.export_text()
+    from workbench.tui.widgets.cases import compared_text, error_cell
+
+    assert str(error_cell(nan, "max_abs_err")) == "NaN/Inf" and error_cell(nan, "max_rel_err").style == "red1"
+    entry = {"output": "output", "dtype": "float32", "passed": False, "max_abs_err": 5.8e-232, "torch_error": None,
+             "torch_dtype": None, "source": None, "multiple": None, "factor": 2.0, "rtol": 1e-5, "atol": 1e-5}
+    assert compared_text({**entry, "non_finite": True}).endswith("max abs NaN/Inf")
+    assert compared_text(entry).endswith("max abs 5.8e-232")  # a record from before the field: its number
 
     plain = off_by_one_percent(0)
     assert "over the finite" not in format_outcome(outcome_of(tmp_path, [plain]), verbose=True)
+    assert error_cell(plain, "max_abs_err") == "9.0e-02"
     console = Console(width=120, record=True)
     for part in result_detail(plain):
         console.print(part)

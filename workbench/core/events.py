@@ -125,7 +125,8 @@ class CaseResult(Event):
     compat: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Each output compared (the forward's, each gradient), with its error against the error model's budget
     # (verify/error_model.py): {"output", "dtype", "passed", "max_abs_err", "torch_error", "torch_dtype",
-    # "multiple" (the kernel's error over torch's own; None where torch was exact), "factor", "rtol", "atol"}
+    # "multiple" (the kernel's error over torch's own; None where torch was exact), "factor", "rtol", "atol",
+    # "non_finite" (NaN or Inf where the reference has a number: max_abs_err is then the finite elements' alone)}
     compared: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod

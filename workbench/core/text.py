@@ -18,6 +18,16 @@ def fmt_err(value: float | None) -> str:
     return "0" if value == 0 else f"{value:.1e}"
 
 
+NON_FINITE = "NaN/Inf"
+
+
+def fmt_case_err(value: float | None, non_finite: bool) -> str:
+    """A case's (or an output's) largest error for a table: NaN/Inf where the kernel wrote NaN or Inf and the
+    reference has a number (an error with no size: the largest finite one, printed alone, reads as "nearly right"),
+    else fmt_err."""
+    return NON_FINITE if non_finite else fmt_err(value)
+
+
 def fmt_value(value: float | None) -> str:
     """An element's value; None is an element the kernel never wrote (or NaN, which JSON cannot carry)."""
     return "unwritten/NaN" if value is None else f"{value:.6g}"

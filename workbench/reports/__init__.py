@@ -16,6 +16,7 @@ from ..core.verify.compared import describe_compared
 from ..core.verify.forced_configs import NOT_FORCED
 from ..core.text import (
     MISSING,
+    fmt_case_err,
     fmt_err,
     fmt_value,
     source_lines,
@@ -88,7 +89,7 @@ def format_outcome(outcome: RunOutcome, verbose: bool = False) -> str:
         listed, left_out = grouping.table_rows(rows, verbose)
         for r in listed:
             table.append((str(r.case_index), r.label, r.dtype or MISSING, _short_config(r.config, r.phase),
-                          STATUS_MARK.get(r.status, r.status), fmt_err(r.max_abs_err), fmt_err(r.max_rel_err),
+                          STATUS_MARK.get(r.status, r.status), *errors_of(r),
                           fmt_err(r.rel_norm_err), MISSING if r.launches is None else str(r.launches))
                          + ((r.gpu or MISSING,) if on_gpus else ()))
         lines += text_table(table) + ([left_out] if left_out else [])
@@ -202,6 +203,12 @@ def _short_config(config: str, phase: str = "") -> str:
     if not config:
         return f"({phase or 'tuned'})"
     return config if len(config) <= 48 else config[:45] + "..."
+
+
+def errors_of(r: CaseResult) -> tuple[str, str]:
+    """A case's max abs and max rel for the table: NaN/Inf where it wrote one the reference does not have."""
+    non_finite = r.checks.get("nan") == "failed"
+    return fmt_case_err(r.max_abs_err, non_finite), fmt_case_err(r.max_rel_err, non_finite)
 
 
 def failure_details(r: CaseResult, suffix: str = "") -> list[str]:

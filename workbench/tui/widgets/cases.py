@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from ...core.events import CaseResult
-from ...core.text import MISSING, fmt_err, fmt_part, fmt_value
+from ...core.text import MISSING, fmt_case_err, fmt_err, fmt_part, fmt_value
 from ...core.verify.compared import compared_words
 from ..model import CaseRow, RunState
 from ..render import (
@@ -206,9 +206,17 @@ def cells(row: CaseRow) -> dict[str, RenderableType]:
         "verdict": Text(status, style=MARK_COLOR.get(status, "")),
         "bad": bad_cell(result),
         "configs": MISSING if not total else Text(fmt_part(ok, total), style="green3" if ok == total else "bold red1"),
-        "max abs": fmt_err(result.max_abs_err if result else None),
-        "max rel": fmt_err(result.max_rel_err if result else None),
+        "max abs": error_cell(result, "max_abs_err"),
+        "max rel": error_cell(result, "max_rel_err"),
     }
+
+
+def error_cell(result: CaseResult | None, field: str) -> RenderableType:
+    if result is None:
+        return MISSING
+    non_finite = result.checks.get("nan") == "failed"
+    text = fmt_case_err(getattr(result, field), non_finite)
+    return Text(text, style="red1") if non_finite else text
 
 
 class CaseDetail(VerticalScroll):
@@ -326,7 +334,8 @@ def compared_text(entry: dict) -> str:
     """One compared output's error against its budget (verify/error_model.py)."""
     mark = "✔" if entry["passed"] else "✘"
     budget = f" (budget {entry['factor']:g}x)" if entry["multiple"] is not None else ""
-    return f"{mark} {compared_words(entry)}{budget}, max abs {fmt_err(entry['max_abs_err'])}"
+    largest = fmt_case_err(entry["max_abs_err"], bool(entry.get("non_finite")))
+    return f"{mark} {compared_words(entry)}{budget}, max abs {largest}"
 
 
 def project_problems(run: RunState) -> RenderableType:

@@ -96,7 +96,6 @@ class OutputsCompared(Unit):
                     result.notes.append(note)
             unwritten = unwritten_mask(out, out2) if data.second else None
             cmp = verdict.compare(out, expected, own_error_of(data, j), tol, unwritten)
-            result.compared.append(compared_entry(output_label(name), got_dtype, cmp, tol))
             result.messages += [prefix + m for m in cmp.messages]
             if cmp.unwritten:
                 result.checks["unwritten"] = "failed"
@@ -105,6 +104,7 @@ class OutputsCompared(Unit):
                 result.messages.append(f"{prefix}{data.nan_where_reference_has_none[i]} NaN where the reference "
                                        "has a number, counted over the whole output (elements never written?)")
                 cmp.nan_mismatch = True
+            result.compared.append(compared_entry(output_label(name), got_dtype, cmp, tol))
             if cmp.nan_mismatch:
                 result.checks["nan"] = "failed"
             if cmp.messages and not cmp.unwritten and not cmp.nan_mismatch:
@@ -171,7 +171,8 @@ def compared_entry(output: str, dtype: str, cmp: Comparison, tol: Tolerance) -> 
     """What was compared for one output and by how much (CaseResult.compared)."""
     return {"output": output, "dtype": dtype, "passed": not cmp.messages, "max_abs_err": cmp.max_abs_err,
             "torch_error": cmp.torch_error, "torch_dtype": cmp.torch_dtype, "source": cmp.torch_source,
-            "multiple": cmp.multiple, "factor": cmp.factor, "rtol": tol.rtol, "atol": tol.atol}
+            "multiple": cmp.multiple, "factor": cmp.factor, "rtol": tol.rtol, "atol": tol.atol,
+            "non_finite": bool(cmp.nan_mismatch)}
 
 
 def broadcasts(got: tuple[int, ...], expected: tuple[int, ...]) -> bool:
