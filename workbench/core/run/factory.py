@@ -60,8 +60,8 @@ def choose_runners(projects: int, stages: Sequence[str], *, interpret: bool = Fa
                    gpus: str | None = "all", plugin: Callable[[], Any] | None = None) -> list[RunnerLike]:
     """The runners a front end runs `projects` projects' `stages` with (the CLI's verify, bench and watch,
     pytest --workbench, the MCP server): the runner a plugin gives (`plugin()`, the workbench_make_runner hook,
-    when it gives one; or the lanes it gives, a list), else lanes over the GPUs `gpus` selects (gpus.select_gpus; none under the
-    interpreter), several per GPU when the stages only verify. Raises gpus.GpuSelectionError for a `gpus` that
+    when it gives one; or the lanes it gives, a list), else lanes over the GPUs `gpus` selects
+    (gpus.select_gpus; none under the interpreter), several per GPU when the stages only verify. Raises gpus.GpuSelectionError for a `gpus` that
     names no GPU here."""
     given = plugin() if plugin is not None else None
     if given is not None:  # one runner, or a plugin's lanes
@@ -88,6 +88,6 @@ def lanes_per_gpu(stages: Sequence[str]) -> int:
 
 def verify_lanes_per_gpu(cores: int | None = None) -> int:
     """Projects verified at once on one GPU (`workbench verify` of several): WORKBENCH_PROJECTS_PER_GPU, else one
-    per 4 cores (this machine's, or a cluster's `cores`), at most 4. Each brings its GPU worker, its judge and its compile processes; verification times
-    nothing, so sharing the GPU changes no verdict."""
+    per 4 cores (this machine's, or a cluster's `cores`), at most 4. Each brings its GPU worker, its judge and its
+    compile processes; verification times nothing, so sharing the GPU changes no verdict."""
     return count_from_env(PROJECTS_PER_GPU_ENV, max(1, min(4, (cores or os.cpu_count() or 2) // 4)))
