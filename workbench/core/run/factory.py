@@ -61,8 +61,8 @@ def choose_runners(projects: int, stages: Sequence[str], *, interpret: bool = Fa
     """The runners a front end runs `projects` projects' `stages` with (the CLI's verify, bench and watch,
     pytest --workbench, the MCP server): the runner a plugin gives (`plugin()`, the workbench_make_runner hook,
     when it gives one; or the lanes it gives, a list), else lanes over the GPUs `gpus` selects
-    (gpus.select_gpus; none under the interpreter), several per GPU when the stages only verify. Raises gpus.GpuSelectionError for a `gpus` that
-    names no GPU here."""
+    (gpus.select_gpus; none under the interpreter), several per GPU when the stages only verify. Raises
+    gpus.GpuSelectionError for a `gpus` that names no GPU here."""
     given = plugin() if plugin is not None else None
     if given is not None:  # one runner, or a plugin's lanes
         return list(given) if isinstance(given, (list, tuple)) else [given]
