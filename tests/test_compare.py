@@ -198,3 +198,29 @@ def test_counts_agree_with_their_nouns():
         ("1 element", "0 elements", "3 compiled kernels")
     one = compare(torch.tensor([float("nan")]), torch.tensor([1.0], dtype=torch.float64), Tolerance(1e-5, 1e-5, 1e-5))
     assert "1 element is NaN/Inf where the reference is not" in one.messages[0]
+
+
+def test_the_worst_element_says_whether_the_kernel_wrote_nan_inf_or_nothing_there():
+    """JSON carries no NaN: the worst element's kernel value travels as None, and kernel_special says which it
+    was, so a report no longer says "unwritten/NaN" of an element the kernel wrote as NaN."""
+    import json
+
+    from workbench.core.events import CaseResult, event_from_json
+    from workbench.core.text import fmt_value
+
+    ref, tol = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), Tolerance(1e-5, 1e-5, 1e-5)
+    nan = compare(torch.tensor([1.0, float("nan"), 3.0]), ref, tol).worst
+    inf = compare(torch.tensor([1.0, 2.0, float("-inf")]), ref, tol).worst
+    unwritten = compare(torch.tensor([1.0, 2.0, 3.0]), ref, tol, torch.tensor([False, True, False])).worst
+    wrong = compare(torch.tensor([1.0, 2.5, 3.0]), ref, tol).worst
+    assert (nan.index, nan.kernel, nan.kernel_special) == ([1], None, "nan")
+    assert fmt_value(nan.kernel, nan.kernel_special) == "NaN"
+    assert (inf.kernel_special, fmt_value(inf.kernel, inf.kernel_special)) == ("-inf", "-Inf")
+    assert unwritten.kernel_special == "unwritten"
+    assert fmt_value(unwritten.kernel, unwritten.kernel_special) == "never written"
+    assert (wrong.kernel, wrong.kernel_special, fmt_value(wrong.kernel, wrong.kernel_special)) == (2.5, "", "2.5")
+    # through an event's JSON and back; a record written before the field reads as before
+    record = CaseResult(case_index=0, label="n=3", status="failed", worst=nan).to_dict()
+    assert event_from_json(json.dumps(record)).worst.kernel_special == "nan"
+    older = event_from_json(json.dumps({**record, "worst": {"index": [1], "kernel": None, "reference": 2.0}})).worst
+    assert fmt_value(older.kernel, older.kernel_special) == "unwritten/NaN"

@@ -191,6 +191,18 @@ def test_a_generated_edge_shape_points_at_masks_and_the_grid():
     assert "a boundary mask?" in out["next"]
 
 
+def test_a_nan_the_kernel_wrote_is_named_not_null():
+    worst = {"index": [0, 1], "kernel": None, "reference": 4.4e-278, "kernel_special": "nan"}
+    record = {"verdict": "failed", "exit_code": 1,
+              "cases": [case(29, "failed", checks={"nan": "failed"}, worst=worst)]}
+    out = verify_result(record)
+    assert out["failing_cases"][0]["worst"]["kernel"] == "nan"
+    assert "kernel nan vs reference 4.4e-278" in out["next"]
+    older = {**worst, "kernel_special": ""}  # a record from before the field: null, as it was
+    assert verify_result({**record, "cases": [case(29, "failed", worst=older)]})["failing_cases"][0]["worst"][
+        "kernel"] is None
+
+
 def test_a_time_not_posted_and_a_slow_case_are_what_to_look_at():
     row = {"case_index": 3, "label": "n=1M", "kernel": None, "median_ms": None, "recheck": "passed",
            "withheld": "timed calls launched 0 Triton kernels per call; the checked call launched 1"}

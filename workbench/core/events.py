@@ -84,8 +84,9 @@ class StageChanged(Event):
 @dataclass
 class Worst:
     index: list[int]
-    kernel: float | None
+    kernel: float | None  # None: not a finite number (JSON carries none), as `kernel_special` says
     reference: float | None
+    kernel_special: str = ""  # "unwritten", "nan", "inf" or "-inf" where `kernel` is None; "" in older records
 
 
 @dataclass

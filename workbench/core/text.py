@@ -28,9 +28,12 @@ def fmt_case_err(value: float | None, non_finite: bool) -> str:
     return NON_FINITE if non_finite else fmt_err(value)
 
 
-def fmt_value(value: float | None) -> str:
-    """An element's value; None is an element the kernel never wrote (or NaN, which JSON cannot carry)."""
-    return "unwritten/NaN" if value is None else f"{value:.6g}"
+def fmt_value(value: float | None, special: str = "") -> str:
+    """An element's value; None is one JSON cannot carry: `special` says which ("unwritten", "nan", "inf",
+    "-inf"; Worst.kernel_special), else (an older record) an element never written or NaN."""
+    if value is not None:
+        return f"{value:.6g}"
+    return {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf", "unwritten": "never written"}.get(special, "unwritten/NaN")
 
 
 def fmt_memory(timing) -> str:

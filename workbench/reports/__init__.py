@@ -222,7 +222,8 @@ def failure_details(r: CaseResult, suffix: str = "") -> list[str]:
     if r.worst is not None:
         where = ", ".join(str(i) for i in r.worst.index)
         out.append(f"    worst at [{where}]{' of output' + r.output if r.output else ''}: "
-                   f"kernel {fmt_value(r.worst.kernel)}, reference {fmt_value(r.worst.reference)}")
+                   f"kernel {fmt_value(r.worst.kernel, r.worst.kernel_special)}, "
+                   f"reference {fmt_value(r.worst.reference)}")
     if r.pattern:
         out.append(f"    where: {r.pattern}")
     if r.bad_count and r.numel:

@@ -75,7 +75,9 @@ def case_of(case: dict[str, Any]) -> dict[str, Any]:
         else [])
     worst = case.get("worst")
     if worst:
-        out["worst"] = {"index": worst.get("index"), "kernel": worst.get("kernel"), "reference": worst.get("reference")}
+        # a value JSON cannot carry is said by name: "nan", "inf", "-inf" or "unwritten" (Worst.kernel_special)
+        kernel = worst.get("kernel") if worst.get("kernel") is not None else worst.get("kernel_special") or None
+        out["worst"] = {"index": worst.get("index"), "kernel": kernel, "reference": worst.get("reference")}
         if case.get("output"):
             out["worst"]["output"] = case["output"]
     if case.get("pattern"):

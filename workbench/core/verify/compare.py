@@ -6,6 +6,8 @@ Pure tensor arithmetic on the CPU or GPU; no Triton, no kernel code.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import torch
@@ -175,9 +177,10 @@ def worst_element(o: torch.Tensor, r: torch.Tensor, bad: torch.Tensor, unwritten
     flat = int(torch.argmax(score.reshape(-1)))
     index = unravel(flat, tuple(o.shape))
     kernel_value = None if bool(unwritten.reshape(-1)[flat]) else float(o.reshape(-1)[flat])
-    # JSON carries no NaN/inf: a non-finite value travels as None and the renderer says so.
+    # JSON carries no NaN/inf: a non-finite value travels as None, and kernel_special says which it was.
+    special = "unwritten" if kernel_value is None else "" if math.isfinite(kernel_value) else str(kernel_value)
     return Worst(index=index, kernel=finite_or_none(kernel_value),
-                 reference=finite_or_none(float(r.reshape(-1)[flat])))
+                 reference=finite_or_none(float(r.reshape(-1)[flat])), kernel_special=special)
 
 
 def unravel(flat: int, shape: tuple[int, ...]) -> list[int]:

@@ -316,7 +316,7 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
         line = Text("worst ", style="bold")
         line.append(f"[{index}]{' of output' + result.output if result.output else ''}  ")
         line.append("kernel ", style="grey62")
-        line.append(fmt_value(worst.kernel), style="bold red1")
+        line.append(fmt_value(worst.kernel, worst.kernel_special), style="bold red1")
         line.append("  reference ", style="grey62")
         line.append(fmt_value(worst.reference), style="bold green3")
         if worst.kernel is not None and worst.reference is not None:
