@@ -20,7 +20,9 @@ def test_a_kernel_that_patches_torch_and_the_compare_module_still_fails(cli, mak
     assert code == 1
     case = next(c for c in tuned(rec) if c["case_index"] == 2)
     assert case["status"] == "failed" and case["checks"]["values"] == "failed"
-    assert any("outside rtol" in m for m in case["messages"]) and case["bad_count"] == 4097
+    # x * 3 against x * 2: every element is off by |x|, but one that randn drew within the tolerance of 0 (about
+    # 1 run in 30 has one among 4097) is rightly within it
+    assert any("outside rtol" in m for m in case["messages"]) and 4090 <= case["bad_count"] <= 4097
 
 
 @pytest.mark.slow
