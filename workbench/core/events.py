@@ -130,6 +130,12 @@ class CaseResult(Event):
     # "non_finite" (NaN or Inf where the reference has a number: max_abs_err is then the finite elements' alone)}
     compared: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def non_finite(self) -> bool:
+        """NaN or Inf where the reference has numbers (the "nan" check failed): the error sizes then are the finite
+        elements' alone, and the tables show NaN/Inf instead (core/text.fmt_case_err)."""
+        return self.checks.get("nan") == "failed"
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseResult":
         worst = data.get("worst")

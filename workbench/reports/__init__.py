@@ -207,8 +207,7 @@ def _short_config(config: str, phase: str = "") -> str:
 
 def errors_of(r: CaseResult) -> tuple[str, str]:
     """A case's max abs and max rel for the table: NaN/Inf where it wrote one the reference does not have."""
-    non_finite = r.checks.get("nan") == "failed"
-    return fmt_case_err(r.max_abs_err, non_finite), fmt_case_err(r.max_rel_err, non_finite)
+    return fmt_case_err(r.max_abs_err, r.non_finite), fmt_case_err(r.max_rel_err, r.non_finite)
 
 
 def failure_details(r: CaseResult, suffix: str = "") -> list[str]:
@@ -228,7 +227,7 @@ def failure_details(r: CaseResult, suffix: str = "") -> list[str]:
         out.append(f"    where: {r.pattern}")
     if r.bad_count and r.numel:
         if r.rtol is not None:
-            finite = " over the finite elements" if r.checks.get("nan") == "failed" else ""
+            finite = " over the finite elements" if r.non_finite else ""
             out.append(f"    {r.bad_count} of {r.numel} elements bad; max abs{finite} {fmt_err(r.max_abs_err)}, "
                        f"max rel {fmt_err(r.max_rel_err)}, rel norm {fmt_err(r.rel_norm_err)} "
                        f"(rtol {r.rtol:g}, atol {r.atol:g})")

@@ -322,10 +322,6 @@ class RayWorkers:
         self._started: list[RayWorker] = []
         self._closed = False
 
-    @property
-    def connected_here(self) -> bool:
-        return self.connection.connected
-
     def new_worker(self, gpu: GpuSlot | None = None) -> RayWorker:
         worker = RayWorker(self.interpret, self.env, self.actor_options, self.share)
         self._started = [w for w in self._started if w.proc.poll() is None] + [worker]

@@ -132,6 +132,12 @@ def requeue(job: Job, planned: list[int], done: set[int], stage: str, relay: OnE
     return again
 
 
+def case_error(index: int, label: str, message: str, generated: bool = False) -> CaseResult:
+    """The record of a case its worker never finished (a crash, a hang, a run given up)."""
+    return CaseResult(case_index=index, label=label or f"case {index}", status="error", messages=[message],
+                      generated=generated)
+
+
 def resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | None, str, bool], stage: str,
                  relay: OnEvent, message: str) -> Job | None:
     """Report the case a dead worker was on; return a job for the cases it never reached.
@@ -140,8 +146,7 @@ def resume_after(job: Job, planned: list[int], done: set[int], at: tuple[int | N
     """
     current, label, generated = at  # the case in flight: its index, label, and whether it was derived from CASES
     if current is not None and current not in done:
-        relay(CaseResult(case_index=current, label=label or f"case {current}", status="error",
-                         messages=[message], generated=generated))
+        relay(case_error(current, label, message, generated))
         done.add(current)
     if stage not in RESUMABLE:
         return None

@@ -31,7 +31,7 @@ from .protocol import (
     ROLE_ENV,
     compile_processes,
 )
-from .pump import VERIFY_PHASE, pump
+from .pump import VERIFY_PHASE, case_error, pump
 from .relay import EarlyStart, RunRelay, ShardMerger, stamp_gpu
 from .supply import WorkerSupply
 from .workers import WorkerStartError
@@ -119,8 +119,7 @@ class CasesSeen:
         self._relay(event)
 
     def not_run(self, index: int, message: str) -> CaseResult:
-        return CaseResult(case_index=index, label=self.labels.get(index, f"case {index}"), status="error",
-                          messages=[message], generated=index in self.generated)
+        return case_error(index, self.labels.get(index, ""), message, index in self.generated)
 
 
 class WorkerJobs:

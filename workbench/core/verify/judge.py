@@ -85,7 +85,7 @@ class Judge:
             result.notes.append(LARGE_INDEX_NOTE)
         elif result.status == "failed" and data.stress:
             tf32 = self.config.tf32 and "float32" in data.expected_dtypes
-            result.notes.append(stress_note(data.stress, overflow=result.checks.get("nan") == "failed", tf32=tf32))
+            result.notes.append(stress_note(data.stress, overflow=result.non_finite, tf32=tf32))
         result.duration_s = data.duration_s + (time.perf_counter() - start)
         return result
 

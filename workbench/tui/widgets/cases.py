@@ -214,9 +214,8 @@ def cells(row: CaseRow) -> dict[str, RenderableType]:
 def error_cell(result: CaseResult | None, field: str) -> RenderableType:
     if result is None:
         return MISSING
-    non_finite = result.checks.get("nan") == "failed"
-    text = fmt_case_err(getattr(result, field), non_finite)
-    return Text(text, style="red1") if non_finite else text
+    text = fmt_case_err(getattr(result, field), result.non_finite)
+    return Text(text, style="red1") if result.non_finite else text
 
 
 class CaseDetail(VerticalScroll):
@@ -295,7 +294,7 @@ def result_detail(result: CaseResult) -> list[RenderableType]:
         bad += f" ({result.bad_count / result.numel:.2%})"
     stats.add_row("bad elements", bad)
     # NaN and Inf have no error size: beside a count of them, the max is over the finite elements alone
-    stats.add_row("max abs · rel" + (" (finite)" if result.checks.get("nan") == "failed" else ""),
+    stats.add_row("max abs · rel" + (" (finite)" if result.non_finite else ""),
                   f"{fmt_err(result.max_abs_err)} · {fmt_err(result.max_rel_err)}"
                   f"   rel norm {fmt_err(result.rel_norm_err)}")
     if result.rtol is not None:

@@ -216,7 +216,8 @@ def run_job(job: Job, emit: Callable[[Any], None], ready: Any, judge: Callable[[
     planned = [c.index for c in planned_cases]
     emit(RunStarted(planned=planned, labels=[c.label for c in planned_cases],
                     generated=[c.index for c in planned_cases if c.generated], kernel_path=str(path),
-                    source_hash=source_hash(path.read_bytes()), mode=ready.mode, device_name=ready.device_name, n_cases=len(km.cases),
+                    source_hash=source_hash(path.read_bytes()), mode=ready.mode, device_name=ready.device_name,
+                    n_cases=len(km.cases),
                     autotuned=sorted(find_autotuners(km.module)),
                     bench_only=[c.index for c in km.cases if c.purpose == "bench"], seed=config.verify.seed))
     try:
