@@ -96,3 +96,17 @@ def test_an_error_size_beside_nan_says_it_is_over_the_finite_elements_alone(tmp_
     for part in result_detail(plain):
         console.print(part)
     assert "max abs · rel " in console.export_text() and "(finite)" not in console.export_text()
+
+
+def test_a_group_of_cases_that_wrote_nan_says_nan_not_a_tiny_number(tmp_path):
+    """Cases that wrote NaN and fail alike are one group; its span of max rel says NaN/Inf: their finite elements'
+    max (1e-228 for an exp that overflowed) said nothing."""
+    def nan_case(index, rel):
+        return CaseResult(case_index=index, label=f"n={index}", status="failed", dtype="float32", max_abs_err=rel,
+                          max_rel_err=rel, numel=381, bad_count=150, rtol=1e-5, atol=1e-5, checks={"nan": "failed"},
+                          messages=["150 elements are NaN/Inf where the reference is not (or the reverse)"])
+
+    results = [nan_case(i, 10.0 ** (-230 + i)) for i in range(5)]
+    text = format_outcome(outcome_of(tmp_path, results))
+    assert "the same way (nan; max rel NaN/Inf)" in text, text
+    assert "e-2" not in text.split("the same way")[1].splitlines()[0], text

@@ -14,10 +14,12 @@ same way. Said result by result that is hundreds of lines of one message. Withou
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from ..core.events import CaseResult
-from ..core.text import fmt_err, plural
+from ..core.text import fmt_case_err, plural
 
 SHOWN_ROWS = 8  # rows of the case table without -v, when a case failed
 WORST_SHOWN = 2  # results of a group shown in full
@@ -141,9 +143,14 @@ def _badness(f: Failure) -> tuple[float, float]:
     return (r.max_rel_err if r.max_rel_err is not None else -1.0, r.max_abs_err if r.max_abs_err is not None else -1.0)
 
 
+def _rel(r: CaseResult) -> float | None:
+    """A result's max rel for a group's span: infinite where it wrote NaN or Inf (its finite max says nothing)."""
+    return math.inf if r.non_finite else r.max_rel_err
+
+
 def _spread(results: list[CaseResult]) -> str:
-    rel = [r.max_rel_err for r in results if r.max_rel_err is not None]
+    rel = [v for v in map(_rel, results) if v is not None]
     if not rel:
         return ""
-    low, high = min(rel), max(rel)
-    return f"; max rel {fmt_err(low)}" if fmt_err(low) == fmt_err(high) else f"; max rel {fmt_err(low)} to {fmt_err(high)}"
+    low, high = (fmt_case_err(v, v == math.inf) for v in (min(rel), max(rel)))
+    return f"; max rel {low}" if low == high else f"; max rel {low} to {high}"
