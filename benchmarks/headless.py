@@ -58,7 +58,7 @@ def driver(argv: list[str]) -> int:
     run_project = session.run_project
     log = open(os.environ["HEADLESS_TIMELINE"] + "l", "w")  # .jsonl, as the events come: a run cut short keeps them
 
-    def timed_run_project(project, runner, spec, on_event=None, hooks=None):
+    def timed_run_project(project, runner, spec, on_event=None, *args, **kwargs):
         def on(event):
             entry = {"t": time.perf_counter() - started, "type": event.type, "project": project.name}
             for key in ("case_index", "phase", "config", "stage", "duration_s", "phases", "warmup_phases"):
@@ -69,7 +69,7 @@ def driver(argv: list[str]) -> int:
             log.flush()
             if on_event is not None:
                 on_event(event)
-        return run_project(project, runner, spec, on, hooks)
+        return run_project(project, runner, spec, on, *args, **kwargs)  # hooks, the seed: as the session passes them
 
     session.run_project = timed_run_project  # the session's lanes run each project through it
     from workbench.cli import main
@@ -88,7 +88,9 @@ def _text(data) -> str:
 def timed(argv: list[str], out: Path, name: str, env: dict | None = None, limit_s: float | None = None) -> dict:
     """One command in a fresh process: its wall time (from outside), exit code and event timeline."""
     timeline = out / f"{name}.timeline.json"
-    env = {**os.environ, **(env or {}), "HEADLESS_TIMELINE": str(timeline), "PYTHONPATH": str(ROOT)}
+    # The repository first, then whatever the caller's path had (packages installed beside, not into, Python)
+    path = os.pathsep.join([str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    env = {**os.environ, **(env or {}), "HEADLESS_TIMELINE": str(timeline), "PYTHONPATH": path}
     started = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, __file__, "--driver", *argv], capture_output=True, text=True, env=env,

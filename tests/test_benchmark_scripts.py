@@ -1,0 +1,41 @@
+"""The benchmark scripts' own plumbing, run where CI runs: a script that drifts from the code it drives measures
+nothing on the GPU (headless.py's timeline wrapper once stopped matching run_project's arguments, and its commands
+dropped the caller's PYTHONPATH; the first GPU command after that came back empty)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_headless_times_a_real_verify_through_the_sessions_run_project_and_keeps_the_callers_path(tmp_path,
+                                                                                                  monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import headless
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    beside = tmp_path / "beside"  # a folder of packages installed beside Python, as on a machine without a venv
+    beside.mkdir()
+    (beside / "beside_marker.py").write_text("")
+    (tmp_path / "sitecustomize.py").write_text("import beside_marker\n")  # fails the command if `beside` is lost
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(beside), str(tmp_path)]))
+    project = headless.scaffold(tmp_path, "add")
+    run = headless.timed(["verify", str(project), "--json", "--case", "0"], tmp_path, "one")
+    assert run["exit"] == 0, (tmp_path / "one.txt").read_text()[-2000:]
+    kinds = {e["type"] for e in run["events"]}
+    assert {"worker_ready", "case_result", "run_finished"} <= kinds
+    assert all(e["project"] == "add" for e in run["events"])
+    assert headless.breakdown(run)["first case"] is not None
+
+
+@pytest.mark.slow
+def test_row_split_checks_its_candidates_under_the_interpreter():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "row_split.py"), "--check"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "check: passed" in done.stdout, done.stdout + done.stderr
