@@ -180,3 +180,26 @@ def test_the_copy_ceiling_is_the_best_of_several_copies():
     measured = CopyMeasurement(nbytes=1 << 30, gbps={"torch copy_": 3026.2, "triton copy": 2973.0},
                                flush_label="L2 flushed")
     assert measured.best == "torch copy_" and measured.best_gbps == 3026.2
+
+
+def test_a_benchmark_measures_the_ceilings_only_once_the_gpu_is_its_own_and_reads_kept_ones_at_once(monkeypatch):
+    """A benchmark started beside its verification's last workers (Job.gpu_gate) waits at the gate before it
+    measures: copies beside theirs would set the GPU's kept copy ceiling too low. Kept ceilings need no gate."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from workbench.core.project.config import ProjectConfig
+    from workbench.core.timing import bench
+
+    order = []
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: H100)
+    monkeypatch.setattr(device, "measure_ceilings", lambda config: order.append("measured") or ceilings())
+    context = SimpleNamespace(config=ProjectConfig.from_dict({}), emit=lambda event: order.append(event.detail),
+                              wait_for_gpu=lambda: order.append("gate"))
+    measured, notes = bench.gpu_ceilings(context)
+    assert order == ["gate", "measuring this GPU's ceilings (once per GPU)", "measured"]
+    assert measured.copy_gbps == 3010.5 and "measured and cached" in notes[0]
+    order.clear()
+    kept, _ = bench.gpu_ceilings(context)
+    assert order == [] and kept.copy_gbps == 3010.5  # from the cache: no wait, nothing measured

@@ -138,12 +138,8 @@ def bench_stage(context: JobContext) -> None:
     if not cases:
         return  # a GPU left without a case of the sweep: no ceilings, facts or flush buffer for nothing
     emit = context.emit
-
-    def announce_measuring() -> None:
-        emit(StageChanged(stage="benchmarking", detail="measuring this GPU's ceilings (once per GPU)"))
-
     set_up = Phases()
-    ceilings, notes = load_or_measure(context.config.bench, on_measure=announce_measuring)
+    ceilings, notes = gpu_ceilings(context)
     facts = gather_facts(ceilings)
     facts.notes = notes + ([selection_note] if selection_note else [])
     emit(facts)
@@ -156,6 +152,17 @@ def bench_stage(context: JobContext) -> None:
             emit(StageChanged(stage="benchmarking", detail=case.label, current=n, total=len(cases),
                               case_index=case.index))
             bencher.run(case, set_up.seconds if n == 1 else None)  # the first case's result shows the set-up too
+
+
+def gpu_ceilings(context: JobContext) -> tuple[Any, list[str]]:
+    """This GPU's ceilings (device.load_or_measure): from the cache, else measured once the GPU is this job's alone.
+    A benchmark started beside its verification's last workers (Job.gpu_gate) would otherwise measure its copies
+    beside theirs: a copy ceiling set too low, kept for the GPU, makes every kernel's share of it too high."""
+    def measuring() -> None:
+        context.wait_for_gpu()
+        context.emit(StageChanged(stage="benchmarking", detail="measuring this GPU's ceilings (once per GPU)"))
+
+    return load_or_measure(context.config.bench, on_measure=measuring)
 
 
 def mode_note(mode: TimedMode) -> str:
