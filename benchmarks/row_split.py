@@ -22,14 +22,15 @@ every wait ends; under the interpreter the programs run in claim order and never
 Measured on an H200 (RESULTS.md 7d): slower than the scaffold at every shape and setting (0.78-0.98x its
 speed), so the scaffold keeps one program per row.
 
-The next candidates keep the scaffold's one program per row and put more bytes in flight in each (WIDE): its
-own wide-row kernel at larger tiles and other warp counts, and a copy of it whose two loops are software-
-pipelined (tl.range(num_stages=...)): the loads of the next tiles issued while this one is reduced or written.
-Not yet measured on a GPU.
+Then persistent copies of the scaffold's kernels (PERSISTENT): a few programs per SM, each taking every n-th row;
+rows up to 64 KiB whole in registers with the row loop software-pipelined, wider rows in two passes with only as
+many rows in flight as SMs (they fit in L2). Measured on an H200 (RESULTS.md 7g): 0.96-1.03x the scaffold's speed at
+best. The scaffold's own wide kernel at other tiles and with pipelined loops (WIDE) runs with --all; not measured.
+`--profile-once` runs one call each of PROFILE_ONCE for Nsight Compute (7g's DRAM bytes).
 
-It prints, for each shape, the scaffold, the wide-kernel variants, the split candidate at a few piece sizes and
-lags, and a Triton copy of the same bytes, all timed by `timers.measure` with the case's bytes (the write-back
-rule applies), and writes $OUT/row_split.json.
+It prints, for each shape, the scaffold, the persistent variants, with --all the wide-kernel variants and the split
+candidate at a few piece sizes and lags, and a Triton copy of the same bytes, all timed by `timers.measure` with the
+case's bytes (the write-back rule applies), and writes $OUT/row_split.json.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ if INTERPRET:
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.runtime.errors import OutOfResources  # noqa: E402
 
-SHAPES = ((1024, 32768), (1024, 65536), (512, 131072))
+SHAPES = ((8192, 2048), (1024, 32768), (1024, 65536), (512, 131072), (1024, 131072))
 VARIANTS = ((16384, 4, 8 << 20), (32768, 8, 8 << 20), (16384, 4, 2 << 20), (16384, 4, 32 << 20))
 # The scaffold's own wide-row kernel (one program per row, two passes over the row in tiles) at other tile sizes
 # and warp counts, then with its loops software-pipelined: more bytes in flight per program (block, warps, stages).
@@ -100,6 +102,104 @@ def rmsnorm_wide(x, weight, eps=1e-6, block=8192, num_warps=32, stages=1, scaffo
         rmsnorm_wide_pipelined_kernel[(x_2d.shape[0],)](*args, BLOCK_SIZE=block, NUM_STAGES=stages,
                                                        num_warps=num_warps)
     return y
+
+
+@triton.jit
+def rmsnorm_persistent_kernel(
+    x_ptr, weight_ptr, y_ptr,
+    x_row_stride, y_row_stride,
+    n_rows, n_cols, eps,
+    BLOCK_SIZE: tl.constexpr, ROWS_PER_PROGRAM: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    """The scaffold's rmsnorm_kernel (whole rows in registers, ROWS_PER_PROGRAM of them at a time), persistent: a
+    few programs per SM, each taking every `programs`-th group of rows, the loop software-pipelined: the next rows'
+    load is issued while these are reduced and written, where the scaffold's program reads nothing meanwhile."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    groups = tl.cdiv(n_rows, ROWS_PER_PROGRAM)
+    for group in tl.range(pid, groups, programs, num_stages=NUM_STAGES):
+        rows = tl.cast(group, tl.int64) * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        w = tl.load(weight_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last")
+        y = x * inv_rms[:, None] * w.to(tl.float32)[None, :]
+        tl.store(y_ptr + rows[:, None] * y_row_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rmsnorm_wide_persistent_kernel(
+    x_ptr, weight_ptr, y_ptr,
+    x_row_stride, y_row_stride,
+    n_rows, n_cols, eps,
+    BLOCK_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    """The scaffold's rmsnorm_wide_kernel (two passes over the row in tiles), persistent: with as many programs as
+    SMs (or a few per SM), fewer rows are in flight than with one program per row, so each row's second pass finds
+    it in L2 (132 rows of 256 KiB are 33 MB, against 67 MB for the 264 rows two programs per SM keep)."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    for row in range(pid, n_rows, programs):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
+        y_row = y_ptr + tl.cast(row, tl.int64) * y_row_stride
+        sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+        for start in tl.range(0, n_cols, BLOCK_SIZE, num_stages=NUM_STAGES):
+            offs = start + cols
+            x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            sum_sq += x * x
+        inv_rms = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_cols + eps)
+        for start in tl.range(0, n_cols, BLOCK_SIZE, num_stages=NUM_STAGES):
+            offs = start + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+            w = tl.load(weight_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last")
+            y = x.to(tl.float32) * inv_rms * w.to(tl.float32)
+            tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def sm_count(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if str(device) != "cpu" else 4
+
+
+def rmsnorm_persistent(x, weight, eps=1e-6, per_sm=1, num_warps=32, stages=2, pack_bytes=0, block=8192):
+    """Persistent programs (`per_sm` per SM): whole rows (rows up to 64 KiB, `pack_bytes` of rows at a time as
+    the scaffold packs them) or, for wider rows, two passes over each row in `block`-element tiles."""
+    n_cols = x.shape[-1]
+    x_2d = x.view(-1, n_cols)
+    y = torch.empty_like(x)
+    y_2d = y.view(-1, n_cols)
+    n_rows = x_2d.shape[0]
+    args = (x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_rows, n_cols, eps)
+    if n_cols * x.element_size() <= 65536:
+        block = triton.next_power_of_2(n_cols)
+        rows = min(max(pack_bytes // (block * x.element_size()), 1), triton.next_power_of_2(n_rows))
+        grid = (min(triton.cdiv(n_rows, rows), per_sm * sm_count(x.device)),)
+        rmsnorm_persistent_kernel[grid](*args, BLOCK_SIZE=block, ROWS_PER_PROGRAM=rows, NUM_STAGES=stages,
+                                        num_warps=num_warps)
+    else:
+        grid = (min(n_rows, per_sm * sm_count(x.device)),)
+        rmsnorm_wide_persistent_kernel[grid](*args, BLOCK_SIZE=block, NUM_STAGES=stages, num_warps=num_warps)
+    return y
+
+
+# Persistent variants (programs per SM, warps, stages, bytes of rows per iteration), by row width
+PERSISTENT = {"fused": ((1, 32, 2, 0), (1, 32, 3, 0), (1, 16, 2, 0), (2, 16, 2, 0), (4, 8, 3, 8192), (8, 4, 3, 8192)),
+              "wide": ((1, 32, 1, 8192), (1, 32, 2, 8192), (1, 32, 3, 8192), (1, 16, 2, 8192), (2, 16, 2, 8192),
+                       (1, 32, 1, 16384), (1, 32, 1, 32768), (1, 16, 1, 16384))}
+
+
+def persistent_variants(n_cols, element_size):
+    if n_cols * element_size <= 65536:
+        return [dict(per_sm=p, num_warps=w, stages=s, pack_bytes=b) for p, w, s, b in PERSISTENT["fused"]]
+    return [dict(per_sm=p, num_warps=w, stages=s, block=b) for p, w, s, b in PERSISTENT["wide"]]
+
+
+def persistent_label(v):
+    pack = f", {v['pack_bytes'] // 1024} KiB of rows" if v.get("pack_bytes") else ""
+    pack += f", {v['block'] // 1024}K tiles" if v.get("block", 8192) != 8192 else ""
+    return f"persistent {v['per_sm']}/SM, {v['num_warps']} warps, {v['stages']} stages{pack}"
 
 
 def wide_label(block, warps, stages):
@@ -185,13 +285,65 @@ def check(device):
         for block, warps, stages in WIDE:
             out = rmsnorm_wide(x, w, block=block, num_warps=warps, stages=stages, scaffold=scaffold)
             rows.append((f"{n_rows}x{n_cols}", wide_label(block, warps, stages), relative_error(out, ref)))
+    # Persistent programs: more rows than programs, both kernels (rows up to 64 KiB whole, wider ones in tiles)
+    for n_rows, n_cols in ((37, 3000), (29, 20000), (11, 33000)):
+        x = torch.randn(n_rows, n_cols, device=device, dtype=torch.bfloat16)
+        w = torch.randn(n_cols, device=device, dtype=torch.bfloat16)
+        ref = reference(x, w)
+        for v in persistent_variants(n_cols, x.element_size()):
+            try:
+                out = rmsnorm_persistent(x, w, **{**v, "per_sm": 1})
+            except OutOfResources:
+                continue  # its pipeline's buffers do not fit this GPU's shared memory: not timed either
+            rows.append((f"{n_rows}x{n_cols}", persistent_label(v), relative_error(out, ref)))
     return rows
+
+
+# (shape, label, variant or None for the scaffold, or "copy") profiled by --profile-once, in this order
+PROFILE_ONCE = (((1024, 32768), "scaffold", None), ((1024, 32768), "persistent 2/SM, 16 warps, 2 stages",
+                                                     dict(per_sm=2, num_warps=16, stages=2)),
+                ((1024, 131072), "scaffold", None), ((1024, 131072), "persistent 1/SM, 32 warps, 1 stages",
+                                                      dict(per_sm=1, num_warps=32, stages=1)),
+                ((1024, 131072), "same-size copy", "copy"))
+
+
+def profile_once() -> int:
+    """Under `ncu --profile-from-start off`: each of PROFILE_ONCE warmed up, then one call between
+    cudaProfilerStart and Stop; its label on stderr, in launch order."""
+    from workbench.core.project.contract import load_kernel
+    from workbench.core.timing.copy_kernels import triton_copy
+
+    scaffold = load_kernel(ROOT / "scaffolds" / "rmsnorm" / "kernel.py")
+    for (n_rows, n_cols), label, variant in PROFILE_ONCE:
+        x, w = scaffold.get_inputs(rows=n_rows, cols=n_cols)
+        if variant == "copy":
+            src = torch.randint(-2 ** 31, 2 ** 31 - 1, (scaffold.bytes_moved(x, w) // 8,), dtype=torch.int32,
+                                device="cuda")
+            call = triton_copy(src, torch.empty_like(src), 8192, 8)
+        elif variant is None:
+            call = lambda: scaffold.kernel_fn(x, w)  # noqa: E731
+        else:
+            call = lambda v=variant: rmsnorm_persistent(x, w, **v)  # noqa: E731
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        print(f"profiled: {n_rows}x{n_cols} {label}", file=sys.stderr, flush=True)
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/row-split")))
     parser.add_argument("--check", action="store_true", help="correctness only (runs under the interpreter too)")
+    parser.add_argument("--all", action="store_true", help="also the wide kernel's tile variants and the split")
+    parser.add_argument("--shapes", nargs="*", metavar="ROWSxCOLS", help="these shapes only (default SHAPES)")
+    parser.add_argument("--profile-once", action="store_true",
+                        help="one call each of the scaffold, its best persistent variants and a copy, for ncu "
+                             "--profile-from-start off (PROFILE_ONCE)")
     args = parser.parse_args()
     if INTERPRET:
         from workbench.core.verify.interpreter import fixes as interpreter_fixes
@@ -208,6 +360,8 @@ def main() -> int:
     from workbench.core.timing.device import l2_cache_bytes
     from workbench.core.timing.timers import L2Flusher, measure
 
+    if args.profile_once:
+        return profile_once()
     failures = [r for r in check("cuda") if not r[2] < 1e-2]
     if failures:
         print("check FAILED:", failures)
@@ -216,23 +370,31 @@ def main() -> int:
     config, watch = BenchConfig(warmup_ms=100, rep_ms=500), CompileWatch()
     flusher = L2Flusher(l2_cache_bytes())
     table = []
-    for n_rows, n_cols in SHAPES:
+    for n_rows, n_cols in [tuple(map(int, s.split("x"))) for s in args.shapes] if args.shapes else SHAPES:
         x, w = scaffold.get_inputs(rows=n_rows, cols=n_cols)
         nbytes = scaffold.bytes_moved(x, w)
         ref = reference(x, w)
         calls = [("scaffold", lambda: scaffold.kernel_fn(x, w))]
-        for block, warps, stages in WIDE:
+        for v in persistent_variants(n_cols, x.element_size()):
+            calls.append((persistent_label(v), lambda v=v: rmsnorm_persistent(x, w, **v)))
+        wide = n_cols * x.element_size() > 65536
+        for block, warps, stages in WIDE if wide and args.all else ():
             calls.append((wide_label(block, warps, stages),
                           lambda b=block, nw=warps, st=stages: rmsnorm_wide(x, w, block=b, num_warps=nw, stages=st,
                                                                            scaffold=scaffold.module)))
-        for chunk, warps, lag in VARIANTS:
+        for chunk, warps, lag in VARIANTS if wide and args.all else ():
             calls.append((f"split {chunk // 1024} KiB, {warps} warps, lag {lag >> 20} MiB",
                           lambda c=chunk, nw=warps, lg=lag: rmsnorm_split(x, w, chunk_bytes=c, num_warps=nw,
                                                                           lag_bytes=lg)))
         src = torch.randint(-2 ** 31, 2 ** 31 - 1, (nbytes // 8,), dtype=torch.int32, device="cuda")
         calls.append(("same-size copy", triton_copy(src, torch.empty_like(src), 8192, 8)))
         for name, call in calls:
-            out = call()
+            try:
+                out = call()
+            except OutOfResources as exc:
+                print(f"{n_rows}x{n_cols:<7} {name:<36} does not fit: {str(exc)[:90]}", flush=True)
+                table.append({"shape": f"{n_rows}x{n_cols}", "variant": name, "refused": str(exc)})
+                continue
             error = relative_error(out, ref) if name != "same-size copy" else 0.0
             timing = measure(call, config, flusher, watch, name, nbytes).timing
             table.append({"shape": f"{n_rows}x{n_cols}", "variant": name, "median_us": timing.median_ms * 1e3,
