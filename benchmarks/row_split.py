@@ -60,47 +60,25 @@ VARIANTS = ((16384, 4, 8 << 20), (32768, 8, 8 << 20), (16384, 4, 2 << 20), (1638
 WIDE = ((8192, 32, 1), (16384, 32, 1), (32768, 32, 1), (8192, 16, 1), (8192, 32, 2), (8192, 32, 3), (16384, 32, 2))
 
 
-@triton.jit
-def rmsnorm_wide_pipelined_kernel(
-    x_ptr, weight_ptr, y_ptr,
-    x_row_stride, y_row_stride,
-    n_cols, eps,
-    BLOCK_SIZE: tl.constexpr, NUM_STAGES: tl.constexpr,
-):
-    """The scaffold's rmsnorm_wide_kernel with both loops as tl.range(num_stages=NUM_STAGES): the next tiles'
-    loads are issued while this one is reduced or written."""
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * x_row_stride
-    y_row = y_ptr + row * y_row_stride
-    cols = tl.arange(0, BLOCK_SIZE)
-    sum_sq = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    for start in tl.range(0, n_cols, BLOCK_SIZE, num_stages=NUM_STAGES):
-        offs = start + cols
-        x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        sum_sq += x * x
-    inv_rms = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_cols + eps)
-    for start in tl.range(0, n_cols, BLOCK_SIZE, num_stages=NUM_STAGES):
-        offs = start + cols
-        mask = offs < n_cols
-        x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-        w = tl.load(weight_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_last")
-        y = x.to(tl.float32) * inv_rms * w.to(tl.float32)
-        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+def as_rows(x):
+    """x as rows of its last dimension, the output to fill (and as rows), the row count and width."""
+    n_cols = x.shape[-1]
+    x_2d = x.view(-1, n_cols)
+    y = torch.empty_like(x)
+    return x_2d, y, y.view(-1, n_cols), x_2d.shape[0], n_cols
 
 
 def rmsnorm_wide(x, weight, eps=1e-6, block=8192, num_warps=32, stages=1, scaffold=None):
     """One program per row in tiles of `block` elements: the scaffold's kernel (`scaffold`, its module) when
-    `stages` is 1, else the pipelined copy above."""
-    n_cols = x.shape[-1]
-    x_2d = x.view(-1, n_cols)
-    y = torch.empty_like(x)
-    y_2d = y.view(-1, n_cols)
-    args = (x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_cols, eps)
+    `stages` is 1, else rmsnorm_wide_persistent_kernel with a program per row (its row loop then runs once), its
+    tile loops software-pipelined."""
+    x_2d, y, y_2d, n_rows, n_cols = as_rows(x)
     if stages == 1:
-        scaffold.rmsnorm_wide_kernel[(x_2d.shape[0],)](*args, BLOCK_SIZE=block, num_warps=num_warps)
+        scaffold.rmsnorm_wide_kernel[(n_rows,)](x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_cols, eps,
+                                                BLOCK_SIZE=block, num_warps=num_warps)
     else:
-        rmsnorm_wide_pipelined_kernel[(x_2d.shape[0],)](*args, BLOCK_SIZE=block, NUM_STAGES=stages,
-                                                       num_warps=num_warps)
+        rmsnorm_wide_persistent_kernel[(n_rows,)](x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_rows, n_cols,
+                                                  eps, BLOCK_SIZE=block, NUM_STAGES=stages, num_warps=num_warps)
     return y
 
 
@@ -166,11 +144,7 @@ def sm_count(device) -> int:
 def rmsnorm_persistent(x, weight, eps=1e-6, per_sm=1, num_warps=32, stages=2, pack_bytes=0, block=8192):
     """Persistent programs (`per_sm` per SM): whole rows (rows up to 64 KiB, `pack_bytes` of rows at a time as
     the scaffold packs them) or, for wider rows, two passes over each row in `block`-element tiles."""
-    n_cols = x.shape[-1]
-    x_2d = x.view(-1, n_cols)
-    y = torch.empty_like(x)
-    y_2d = y.view(-1, n_cols)
-    n_rows = x_2d.shape[0]
+    x_2d, y, y_2d, n_rows, n_cols = as_rows(x)
     args = (x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_rows, n_cols, eps)
     if n_cols * x.element_size() <= 65536:
         block = triton.next_power_of_2(n_cols)
@@ -245,11 +219,7 @@ def rmsnorm_split_kernel(
 
 
 def rmsnorm_split(x, weight, eps=1e-6, chunk_bytes=16384, num_warps=4, lag_bytes=8 << 20):
-    n_cols = x.shape[-1]
-    x_2d = x.view(-1, n_cols)
-    y = torch.empty_like(x)
-    y_2d = y.view(-1, n_cols)
-    n_rows = x_2d.shape[0]
+    x_2d, y, y_2d, n_rows, n_cols = as_rows(x)
     chunk = chunk_bytes // x.element_size()
     n_chunks = triton.cdiv(n_cols, chunk)
     lag = min(n_rows, max(1, lag_bytes // (n_cols * x.element_size())))
