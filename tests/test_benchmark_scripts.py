@@ -39,3 +39,19 @@ def test_row_split_checks_its_candidates_under_the_interpreter():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "row_split.py"), "--check"], capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and "check: passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_series_cost_calls_a_shorter_warm_up_within_only_inside_the_200_ms_settings_own_spread():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import series_cost
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    found = {200.0: {"median_ms": [0.0100, 0.0102, 0.0101], "wall_s": [0.5, 0.5, 0.5]},  # spread 2%
+             20.0: {"median_ms": [0.0101, 0.0102, 0.0100], "wall_s": [0.3, 0.3, 0.3]},
+             0.0: {"median_ms": [0.0110, 0.0111, 0.0109], "wall_s": [0.2, 0.2, 0.2]}}
+    rows = series_cost.judged(found)
+    assert rows[200.0]["change_pct"] == 0 and rows[200.0]["within"]
+    assert rows[20.0]["within"] and abs(rows[20.0]["change_pct"]) < 1e-9
+    assert not rows[0.0]["within"] and round(rows[0.0]["change_pct"], 1) == 8.9  # 9% slower: the clocks had dropped
+    assert round(rows[200.0]["spread_pct_at_200ms"], 1) == 2.0 and rows[0.0]["wall_s"] == 0.2
