@@ -53,6 +53,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.errors import OutOfResources  # noqa: E402
 
+# Rows up to this many bytes are held whole by one program (the scaffold's MAX_FUSED_BYTES), wider ones go in tiles
+MAX_FUSED_BYTES = 65536
 SHAPES = ((8192, 2048), (1024, 32768), (1024, 65536), (512, 131072), (1024, 131072))
 VARIANTS = ((16384, 4, 8 << 20), (32768, 8, 8 << 20), (16384, 4, 2 << 20), (16384, 4, 32 << 20))
 # The scaffold's own wide-row kernel (one program per row, two passes over the row in tiles) at other tile sizes
@@ -146,11 +148,11 @@ def rmsnorm_persistent(x, weight, eps=1e-6, per_sm=1, num_warps=32, stages=2, pa
     the scaffold packs them) or, for wider rows, two passes over each row in `block`-element tiles."""
     x_2d, y, y_2d, n_rows, n_cols = as_rows(x)
     args = (x_2d, weight, y_2d, x_2d.stride(0), y_2d.stride(0), n_rows, n_cols, eps)
-    if n_cols * x.element_size() <= 65536:
-        block = triton.next_power_of_2(n_cols)
-        rows = min(max(pack_bytes // (block * x.element_size()), 1), triton.next_power_of_2(n_rows))
+    if fused(n_cols, x.element_size()):
+        whole = triton.next_power_of_2(n_cols)
+        rows = min(max(pack_bytes // (whole * x.element_size()), 1), triton.next_power_of_2(n_rows))
         grid = (min(triton.cdiv(n_rows, rows), per_sm * sm_count(x.device)),)
-        rmsnorm_persistent_kernel[grid](*args, BLOCK_SIZE=block, ROWS_PER_PROGRAM=rows, NUM_STAGES=stages,
+        rmsnorm_persistent_kernel[grid](*args, BLOCK_SIZE=whole, ROWS_PER_PROGRAM=rows, NUM_STAGES=stages,
                                         num_warps=num_warps)
     else:
         grid = (min(n_rows, per_sm * sm_count(x.device)),)
@@ -164,16 +166,21 @@ PERSISTENT = {"fused": ((1, 32, 2, 0), (1, 32, 3, 0), (1, 16, 2, 0), (2, 16, 2, 
                        (1, 32, 1, 16384), (1, 32, 1, 32768), (1, 16, 1, 16384))}
 
 
+def fused(n_cols, element_size):
+    """Whether one program holds a whole row (the scaffold's rmsnorm_kernel), else the row goes in tiles."""
+    return n_cols * element_size <= MAX_FUSED_BYTES
+
+
 def persistent_variants(n_cols, element_size):
-    if n_cols * element_size <= 65536:
+    if fused(n_cols, element_size):
         return [dict(per_sm=p, num_warps=w, stages=s, pack_bytes=b) for p, w, s, b in PERSISTENT["fused"]]
     return [dict(per_sm=p, num_warps=w, stages=s, block=b) for p, w, s, b in PERSISTENT["wide"]]
 
 
 def persistent_label(v):
-    pack = f", {v['pack_bytes'] // 1024} KiB of rows" if v.get("pack_bytes") else ""
-    pack += f", {v['block'] // 1024}K tiles" if v.get("block", 8192) != 8192 else ""
-    return f"persistent {v['per_sm']}/SM, {v['num_warps']} warps, {v['stages']} stages{pack}"
+    extra = f", {v['pack_bytes'] // 1024} KiB of rows" if v.get("pack_bytes") else ""
+    extra += f", {v['block'] // 1024}K tiles" if v.get("block", 8192) != 8192 else ""
+    return f"persistent {v['per_sm']}/SM, {v['num_warps']} warps, {v['stages']} stages{extra}"
 
 
 def wide_label(block, warps, stages):
@@ -352,7 +359,7 @@ def main() -> int:
         calls = [("scaffold", lambda: scaffold.kernel_fn(x, w))]
         for v in persistent_variants(n_cols, x.element_size()):
             calls.append((persistent_label(v), lambda v=v: rmsnorm_persistent(x, w, **v)))
-        wide = n_cols * x.element_size() > 65536
+        wide = not fused(n_cols, x.element_size())
         for block, warps, stages in WIDE if wide and args.all else ():
             calls.append((wide_label(block, warps, stages),
                           lambda b=block, nw=warps, st=stages: rmsnorm_wide(x, w, block=b, num_warps=nw, stages=st,

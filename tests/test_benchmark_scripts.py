@@ -2,6 +2,7 @@
 nothing on the GPU (headless.py's timeline wrapper once stopped matching run_project's arguments, and its commands
 dropped the caller's PYTHONPATH; the first GPU command after that came back empty)."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -12,14 +13,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def benchmark_script(name):
+    """benchmarks/NAME.py as a module, imported as the script runs: beside its sibling modules (plain_scripts)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
 @pytest.mark.slow
 def test_headless_times_a_real_verify_through_the_sessions_run_project_and_keeps_the_callers_path(tmp_path,
                                                                                                   monkeypatch):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import headless
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    headless = benchmark_script("headless")
     beside = tmp_path / "beside"  # a folder of packages installed beside Python, as on a machine without a venv
     beside.mkdir()
     (beside / "beside_marker.py").write_text("")
@@ -42,11 +48,7 @@ def test_row_split_checks_its_candidates_under_the_interpreter():
 
 
 def test_series_cost_calls_a_shorter_warm_up_within_only_inside_the_200_ms_settings_own_spread():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import series_cost
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    series_cost = benchmark_script("series_cost")
     found = {200.0: {"median_ms": [0.0100, 0.0102, 0.0101], "wall_s": [0.5, 0.5, 0.5]},  # spread 2%
              20.0: {"median_ms": [0.0101, 0.0102, 0.0100], "wall_s": [0.3, 0.3, 0.3]},
              0.0: {"median_ms": [0.0110, 0.0111, 0.0109], "wall_s": [0.2, 0.2, 0.2]}}

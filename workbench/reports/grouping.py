@@ -15,7 +15,6 @@ same way. Said result by result that is hundreds of lines of one message. Withou
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 
 from ..core.events import CaseResult

@@ -7,7 +7,6 @@ Pure tensor arithmetic on the CPU or GPU; no Triton, no kernel code.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 
 import torch
