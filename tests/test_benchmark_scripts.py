@@ -1,6 +1,6 @@
 """The benchmark scripts' own plumbing, run where CI runs: a script that drifts from the code it drives measures
-nothing on the GPU (headless.py's timeline wrapper once stopped matching run_project's arguments, and its commands
-dropped the caller's PYTHONPATH; the first GPU command after that came back empty)."""
+nothing on the GPU (headless.py's timeline wrapper once stopped matching run_project's arguments, and the GPU
+commands after that came back empty). Its commands also keep the caller's PYTHONPATH after the repository's."""
 
 import importlib
 import os
