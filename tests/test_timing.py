@@ -157,6 +157,7 @@ class FakeTimers:
         from workbench.core.timing import timers
 
         self.series = []  # "brief" or "full", in order
+        self.graph_warm = []  # time_with_graph's `warm`, per call
         monkeypatch.setattr(timers, "estimate_ms", lambda fn, flush: call_ms + 0.03)  # flush + call
         monkeypatch.setattr(timers, "host_sync", lambda fn: syncs)
 
@@ -164,7 +165,8 @@ class FakeTimers:
             self.series.append("brief" if brief else "full")
             return [call_ms] * (config.min_samples if brief else 500)
 
-        def graph(fn, config, flush, watch=None):
+        def graph(fn, config, flush, watch=None, warm=False):
+            self.graph_warm.append(warm)
             if graph_fails:
                 raise RuntimeError("operation not permitted when stream is capturing")
             return [call_ms * 1.1] * config.min_samples, 40
@@ -191,6 +193,52 @@ def test_a_call_bound_for_graph_replay_by_its_footprint_gets_a_brief_per_call_se
     assert measured.timing.method.startswith("cuda graph") and measured.timing.median_ms == pytest.approx(0.0297)
     assert measured.per_call.samples == 30
     assert any("per-call events gave 27.0 µs (30 calls)" in n for n in measured.notes), measured.notes
+    assert timers.graph_warm == [True]  # the per-call series just warmed the GPU up
+
+
+class FakeGraphCuda:
+    """timers.cuda for time_with_graph on the CPU: counts replays and gives every event pair `ms` apart."""
+
+    def __init__(self):
+        self.replays = 0
+
+    class CUDAGraph:
+        pass
+
+    @staticmethod
+    def graph(_graph):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def replay(self, _graph):
+        self.replays += 1
+
+    Event = staticmethod(lambda enable_timing=True: object())
+    current_stream = staticmethod(lambda: None)
+    record = staticmethod(lambda event, stream=None: None)
+    wait_for = staticmethod(lambda event: None)
+    synchronize = staticmethod(lambda: None)
+    elapsed_time = staticmethod(lambda start, end: 1.0)
+
+
+def test_a_graph_replayed_after_its_per_call_series_is_warmed_up_briefly(monkeypatch):
+    """warm=True (measure's graph, right after the call's own series): REWARM_MS of replays, not warmup_ms again."""
+    from workbench.core.project.config import BenchConfig
+    from workbench.core.timing import timers
+
+    monkeypatch.setattr(timers, "estimate_ms", lambda fn, flush: 0.01)  # 200 calls per replay: 2 ms a replay
+    config = BenchConfig(warmup_ms=200.0, rep_ms=40.0, median_within_pct=0)
+    replays = {}
+    for warm in (False, True):
+        fake = FakeGraphCuda()
+        monkeypatch.setattr(timers, "cuda", fake)
+        samples, calls = timers.time_with_graph(lambda: None, config, lambda: None, warm=warm)
+        assert calls == timers.GRAPH_MAX_CALLS and samples
+        replays[warm] = fake.replays - 2 * len(samples)  # the warm-up's replays, work and flush-only each
+    assert replays[False] == 2 * 100  # 200 ms of 2 ms replays
+    assert replays[True] == 2 * 10  # REWARM_MS = 20 ms
+    assert timers.REWARM_MS < config.warmup_ms
 
 
 def test_per_call_events_posted_after_a_brief_series_come_from_a_full_one(monkeypatch):

@@ -7,7 +7,7 @@
   spin keeps the launches queued ahead of the events when the host is the slower side.
 - `time_with_graph`: for calls too short for per-call events (launch gaps are
   comparable to the kernel): a CUDA graph of N × (flush + call) replayed, minus a
-  graph of N × flush alone.
+  graph of N × flush alone; warmed up only briefly when it follows the call's own per-call series.
 - `measure`: the method chosen by the call's length and footprint, with the notes that explain it.
 
 Per-call events end when the call's last store reaches L2, not DRAM: up to an L2's worth of
@@ -48,6 +48,7 @@ WRITEBACK_L2S = 16  # calls moving fewer bytes than this many L2s are timed with
 WRITEBACK_BELOW_MS = 2.0  # ... unless longer than this: a few µs of write-back is then under 0.3%
 STABLE_MIN_MS = 100.0  # a series runs at least this much GPU time (the live loop's whole series) before it may stop
 CHECK_EVERY_MS = 20.0  # GPU time between two looks at a series that may stop early
+REWARM_MS = 20.0  # a graph replayed right after its call's per-call series: the clocks are up already
 
 
 class L2Flusher:
@@ -251,7 +252,7 @@ class LaunchPad:
 
 
 def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[[], None],
-                    watch: CompileWatch | None = None) -> tuple[list[float], int]:
+                    watch: CompileWatch | None = None, warm: bool = False) -> tuple[list[float], int]:
     """Milliseconds per call from CUDA-graph replays; returns (samples, calls per replay).
 
     One graph holds N × (flush + call), another N × flush; each sample is the
@@ -262,6 +263,10 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
     Capture fails for a call that synchronizes with the host: `host_sync` is asked first.
     `fn` runs N times while captured (at least 10): one that takes input sets in turn (rotation.Rotation)
     puts each set in the graph, and its Triton launches are counted then (replays run no Python).
+    `warm`: the GPU has just run `fn`'s own per-call series, warm-up and all (`measure`), so the replays are
+    warmed up for REWARM_MS, not `warmup_ms` again: over the rmsnorm scaffold's benchmark cases on an H200 the
+    medians moved under 0.2%, within the spread of a full warm-up's own rounds (benchmarks/series_cost.py,
+    RESULTS.md 3x), and each graph-timed call took 0.2 s less.
     """
     per_iteration = estimate_ms(fn, flush)
     calls = _clamp(GRAPH_REPLAY_MS / per_iteration, 10, GRAPH_MAX_CALLS)
@@ -274,7 +279,8 @@ def time_with_graph(fn: Callable[[], Any], config: BenchConfig, flush: Callable[
         for _ in range(calls):
             flush()
     replay_ms = per_iteration * calls
-    for _ in range(_clamp(config.warmup_ms / replay_ms, 1, 100_000)):
+    warmup_ms = min(config.warmup_ms, REWARM_MS) if warm else config.warmup_ms
+    for _ in range(_clamp(warmup_ms / replay_ms, 1, 100_000)):
         cuda.replay(work)
         cuda.replay(flush_only)
     n = _clamp(config.rep_ms / (2 * replay_ms), config.min_samples, config.max_samples)
@@ -366,7 +372,7 @@ def measure(fn: Callable[[], Any], config: BenchConfig, flusher: L2Flusher, watc
         return per_call_kept(f"{reason} but not timed by CUDA-graph replay: it synchronizes with the host "
                              f"({why_not})")
     try:
-        graph_samples, calls = time_with_graph(fn, config, flusher, watch)
+        graph_samples, calls = time_with_graph(fn, config, flusher, watch, warm=True)
     except Exception as exc:  # noqa: BLE001 - something else a graph cannot hold; per-call events stand
         recover_from_failed_capture()
         return per_call_kept(f"CUDA-graph capture failed ({type(exc).__name__}: {first_line(exc)})")
