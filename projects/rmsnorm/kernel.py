@@ -8,11 +8,14 @@ bytes in flight on every SM. Statistics are fp32. Two kernels, by row width:
   too few bytes in flight.
 - Wider rows: rmsnorm_wide_kernel streams the row twice in column tiles (sum of squares, then
   normalise), one program per row, its second read mostly served from L2.
-Limits: with few wide rows (1024 x 65536 bf16 on an H100: 1024 programs of 32 warps, two per SM)
-the second pass finds only part of its row still in L2 (264 rows of 128 KiB in flight against a
-50 MB L2): Nsight Compute counts 1.17x the tensor's bytes crossing DRAM, and the kernel runs at 77%
-of the copy ceiling, 0.83x a copy of the same bytes. Splitting each row over several programs (each
-element read once) is the way past that; it is not done here (benchmarks/RESULTS.md section 7).
+Limits (H200, benchmarks/RESULTS.md 7g): at 1024 x 32768 bf16 one 32-warp program per SM holds a row
+in registers, and DRAM reads stop while it is reduced and written: 0.92x a copy of the same bytes,
+every byte read once. With wider rows the second pass finds little of its row in L2 (264 rows in
+flight against a 50 MB L2): at 1024 x 131072, 1.46x the tensor's bytes cross DRAM, 0.73x a copy's
+time; 0.88x at 1024 x 65536. Measured and not kept: a row split over programs (slower, 7d) and a
+persistent kernel with an SM's worth of rows in flight (fewer bytes, but half the loads in flight:
+2-3% either way). Reading each byte once at full rate needs a row shared by a cluster of SMs
+(distributed shared memory), which Triton's language does not expose.
 Dtypes: float32, float16, bfloat16; x and weight share a dtype. x must be contiguous.
 """
 

@@ -9,11 +9,14 @@ flight on every SM. The math is fp32. Two kernels, by row width:
 - Wider rows (a vocabulary): softmax_wide_kernel streams the row twice in column tiles, one
   program per row: an online pass keeps a running max and a running sum rescaled whenever the
   max grows, then a second pass, partly served from L2, writes exp(x - max) / sum.
-Limits: with few wide rows (1024 x 131072 bf16 on an H100: 1024 programs of 32 warps, two per
-SM) each 256 KiB row is read twice (maximum and sum online, then the write pass), and 264 rows in
-flight are 67 MB against a 50 MB L2: Nsight Compute counts 1.36x the tensor's bytes crossing DRAM,
-and the kernel runs at 70% of the copy ceiling, 0.73x a copy of the same bytes. Splitting each row
-over several programs is the way past that; it is not done here (benchmarks/RESULTS.md section 7).
+Limits (H200, benchmarks/RESULTS.md 7g): rows of up to 64 KiB (1024 x 32768 bf16) are held whole in
+registers, one 32-warp program per SM, and DRAM reads stop while a row is reduced and written: 0.80x
+a copy of the same bytes, every byte read once. Wider rows are read twice (max and sum online, then
+the write pass) and 264 rows in flight overflow the 50 MB L2, so 1.36x the tensor's bytes cross DRAM
+(H100, 7c): 0.71x a copy at 1024 x 131072. Measured and not kept: a row split over programs (slower,
+7d) and a persistent kernel with an SM's worth of rows in flight (fewer bytes, but half the loads in
+flight: 2-3% either way). Reading each byte once at full rate needs a row shared by a cluster of SMs
+(distributed shared memory), which Triton's language does not expose.
 Dtypes: float32, float16, bfloat16. x must be contiguous. A row of all -inf gives NaN, as in
 PyTorch.
 """

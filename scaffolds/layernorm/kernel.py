@@ -11,8 +11,9 @@ read once and y written once, so speed is bytes in flight on every SM. Two kerne
 Limits: with few wide rows (1024 x 65536 bf16 on an H100: 1024 programs of 16 warps, 56
 registers, so 50% occupancy) the wide kernel has few bytes in flight per SM and its second pass
 finds only part of its row in L2: 74% of the copy ceiling, 0.80x a copy of the same bytes (DRAM at
-76% of peak by Nsight Compute). Splitting each row over several programs (each element read once)
-is the way past that; it is not done here (benchmarks/RESULTS.md section 7).
+76% of peak by Nsight Compute). For RMSNorm a row split over programs measured slower and a
+persistent kernel 2-3% either way (benchmarks/RESULTS.md 7d, 7g): reading each byte once at full rate
+needs a row shared by a cluster of SMs, which Triton's language does not expose.
 Dtypes: float32, float16, bfloat16; x, weight and bias share a dtype. x must be contiguous.
 """
 
