@@ -163,6 +163,16 @@ def plain(kernel: Path, out: Path, source: str = PLAIN_VERIFY, name: str = "plai
     return wall
 
 
+def plain_phases(text: str) -> dict[str, float]:
+    """The plain script's own phase lines ("PHASE <name> <seconds from its start>"), by name."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("PHASE "):
+            name, _, seconds = line[len("PHASE "):].rpartition(" ")
+            found[name] = float(seconds)
+    return found
+
+
 def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} s [{min(values):.2f}-{max(values):.2f}]"
 
@@ -286,7 +296,7 @@ def main() -> int:
             shutil.copytree(project, off)
             toml = off / "workbench.toml"
             toml.write_text(toml.read_text().replace('# torch_compile = "check"', 'torch_compile = "off"', 1))
-            plains = [plain(project / "kernel.py", args.out) for _ in range(args.repeats)]
+            plains = [plain(project / "kernel.py", args.out, name=f"plain-{n}") for n in range(args.repeats)]
             # cold: the checks run (--fresh-checks); kept: their passes kept from the runs before (project/kept.py)
             runs = [timed(["verify", str(project), "--json", "--fresh-checks"], args.out, f"verify-softmax-cold-{n}")
                     for n in range(args.repeats)]
@@ -303,6 +313,10 @@ def main() -> int:
                   f"({statistics.median(cold) / plain_median:.2f}x), their passes kept {statistics.median(kept):.2f} s "
                   f"[{min(kept):.2f}-{max(kept):.2f}] ({statistics.median(kept) / plain_median:.2f}x); "
                   f"torch_compile off {runs[-1]['wall_s']:.2f} s")
+            phases = [plain_phases((args.out / f"plain-{n}.txt").read_text()) for n in range(args.repeats)]
+            summary["small"]["plain_phases"] = phases
+            print("  plain script, seconds from its start: " + ", ".join(
+                f"{name} {spread([p[name] for p in phases if name in p])}" for name in phases[0]))
             report(runs)
         if "fresh" in parts:
             fresh_machine(work, args.out, args.repeats, summary)

@@ -13,9 +13,15 @@
 """
 
 LOAD_KERNEL = '''
-import importlib.util, sys, time, torch, triton
+import time
+_T0 = time.perf_counter()
+def phase(name):  # where the script's time goes (headless.py reads these lines); costs microseconds
+    print(f"PHASE {name} {time.perf_counter() - _T0:.3f}", file=sys.stderr, flush=True)
+import importlib.util, sys, torch, triton
+phase("torch and triton imported")
 spec = importlib.util.spec_from_file_location("user_kernel", sys.argv[1])
 km = importlib.util.module_from_spec(spec); spec.loader.exec_module(km)
+phase("kernel.py imported")
 cases = [dict(c) for c in getattr(km, "CASES", [{}])]
 purpose = lambda case: case.get("purpose", "verify")
 params = lambda case: {k: v for k, v in case.items() if k != "purpose"}
@@ -23,6 +29,7 @@ tol = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 1e-2}
 '''
 
 PLAIN_VERIFY = LOAD_KERNEL + '''
+seen_first = False
 for case in cases:
     if purpose(case) != "verify":
         continue
@@ -31,6 +38,9 @@ for case in cases:
     ref = km.reference_fn(*[x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs])
     t = tol.get(out.dtype, 1e-5)
     torch.testing.assert_close(out, ref.to(out.dtype), rtol=t, atol=t)
+    if not seen_first:
+        seen_first = phase("first case (CUDA's start, the kernel's compile)") or True
+phase("every case")
 print("VERDICT passed", flush=True)
 '''
 

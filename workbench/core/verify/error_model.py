@@ -256,8 +256,7 @@ def rounded_once_more(inputs: list[Any], draw: int = 0, tf32: bool = False) -> l
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             unit = TF32_UNIT if tf32 and x.dtype == torch.float32 else torch.finfo(x.dtype).eps / 2
             generator = seeded_generator(index if draw == 0 else f"{draw}.{index}", x.shape, x.device)
-            noise = torch.rand(tuple(x.shape), generator=generator, device=x.device, dtype=torch.float64)
-            x = x.detach().to(torch.float64) * (1 + unit * (2 * noise - 1))
+            x = x.detach().to(torch.float64).mul_(moving_factor(tuple(x.shape), unit, generator, x.device))
         moved.append(x)
     return moved
 
@@ -331,10 +330,9 @@ class RoundEachOp(TorchDispatchMode):
         # in pieces of NOISE_CHUNK elements: a benchmark-sized float64 result leaves little memory beside it
         pieces = [t] if t.numel() <= NOISE_CHUNK or not t.is_contiguous() else t.view(-1).split(NOISE_CHUNK)
         for piece in pieces:
-            noise = torch.rand(tuple(piece.shape), generator=generator, device=t.device, dtype=torch.float64)
             # times 1 + a fraction of unit, not plus a fraction of itself: an infinity stays as it is, where -inf
             # (a causal mask's score) plus a negative fraction of itself is -inf + inf = NaN, which measures nothing
-            piece.mul_(noise.mul_(2 * self.unit).add_(1 - self.unit))
+            piece.mul_(moving_factor(tuple(piece.shape), self.unit, generator, t.device))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
@@ -353,6 +351,13 @@ class RoundEachOp(TorchDispatchMode):
             for t in (out if isinstance(out, (tuple, list)) else (out,)):
                 self._move(t)
         return out
+
+
+def moving_factor(shape: tuple, unit: float, generator: torch.Generator, device: Any) -> torch.Tensor:
+    """1 + a random fraction, uniform in [-1, 1], of `unit`, in float64: drawn in one pass, the draws torch.rand
+    would give this generator. (torch.rand, scaled, shifted, then the multiply were four kernels over each
+    float64 result, now two: a large-index case's reference moves 2^31-element intermediates: RESULTS.md 3y.)"""
+    return torch.empty(shape, device=device, dtype=torch.float64).uniform_(1 - unit, 1 + unit, generator=generator)
 
 
 def intermediate_unit(inputs: list[Any]) -> float:
