@@ -128,8 +128,8 @@ def measure(name: str, where: Path, profiled: bool) -> dict:
                 undo()
         status = delivered[0].status if delivered else "dropped"
         row = {"case": case.label, "attempt": attempt, "status": status, "steps_s": clock.steps}
-        print(f"{name} {case.label} ({attempt}): {status}; " + ", ".join(f"{k} {v:.3f}" for k, v in clock.steps.items()) + " s",
-              flush=True)
+        taken = ", ".join(f"{k} {v:.3f}" for k, v in clock.steps.items())
+        print(f"{name} {case.label} ({attempt}): {status}; {taken} s", flush=True)
         result["cases"].append(row)
     if profiled and large:
         for sort_by in ("self_cpu_time_total", "self_cuda_time_total"):

@@ -57,3 +57,26 @@ def test_series_cost_calls_a_shorter_warm_up_within_only_inside_the_200_ms_setti
     assert rows[20.0]["within"] and abs(rows[20.0]["change_pct"]) < 1e-9
     assert not rows[0.0]["within"] and round(rows[0.0]["change_pct"], 1) == 8.9  # 9% slower: the clocks had dropped
     assert round(rows[200.0]["spread_pct_at_200ms"], 1) == 2.0 and rows[0.0]["wall_s"] == 0.2
+
+
+def test_large_index_cost_builds_each_named_scaffolds_large_index_cases(tmp_path):
+    """The script scaffolds by folder name (the GEMM scaffold is `gemm`, not the `matmul` that `workbench new` also
+    takes) and asks the worker's own code for the cases: one per dtype, each marked as past 2^31."""
+    large_index_cost = benchmark_script("large_index_cost")
+    from workbench.core.verify.large_index import is_large_index
+
+    for name in large_index_cost.SCAFFOLDS:
+        verifier, large = large_index_cost.large_cases(name, tmp_path)
+        assert len(large) == 3 and all(is_large_index(case) for case in large), (name, large)
+        dtypes = {str(case.params["dtype"]) for case in large}
+        assert dtypes == {"torch.float32", "torch.float16", "torch.bfloat16"}, name
+        assert verifier.km.path.parent == tmp_path / name
+
+
+def test_headless_reads_the_plain_scripts_phase_lines():
+    headless = benchmark_script("headless")
+    plain_scripts = benchmark_script("plain_scripts")
+    text = "VERDICT passed\nPHASE torch and triton imported 3.628\nPHASE every case 7.572\n"
+    assert headless.plain_phases(text) == {"torch and triton imported": 3.628, "every case": 7.572}
+    assert 'phase("torch and triton imported")' in plain_scripts.PLAIN_VERIFY
+    assert 'phase("every case")' in plain_scripts.PLAIN_VERIFY
