@@ -28,6 +28,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from child_env import repo_env
+
 ROOT = Path(__file__).resolve().parents[1]
 SCAFFOLD = ROOT / "scaffolds" / "attention" / "kernel.py"
 LOOP = ("    for start_n in range(kv_start, kv_end, BLOCK_N):\n"
@@ -139,7 +141,6 @@ def ncu_child() -> None:
 def ncu_compare(timeout: float = 400.0) -> list[dict]:
     """Each profiled launch's metrics ({"kernel", "id", metric: "value unit"}), the kernel's first."""
     import csv
-    import os
     import shutil
     import subprocess
 
@@ -151,7 +152,7 @@ def ncu_compare(timeout: float = 400.0) -> list[dict]:
         base += ["--section", section]
     for extra in (["--metrics", EXTRA_METRICS], []):  # an ncu that does not know the metric: without it
         done = subprocess.run([*base, *extra, sys.executable, __file__, "--ncu-child"], capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              text=True, timeout=timeout, env=repo_env())
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith('"')]
         if done.returncode == 0 and lines:
             break

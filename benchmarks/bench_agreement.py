@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import re
 import shutil
 import statistics
@@ -34,6 +33,8 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+from child_env import repo_env
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,7 +47,7 @@ NCU_TIME_UNITS_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "
 
 
 def workbench(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = repo_env()
     return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
@@ -184,7 +185,7 @@ def ncu_median(project: Path, case_index: int, kernel_regex: str) -> tuple[float
     command = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", "gpu__time_duration.sum",
                "--csv", "--print-units", "base", "-k", f"regex:{kernel_regex}", sys.executable, __file__,
                "--ncu-child", str(project / "kernel.py"), "--case", str(case_index), "--calls", str(NCU_CALLS)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = repo_env()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     except subprocess.TimeoutExpired:

@@ -22,6 +22,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from child_env import repo_env
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -123,7 +125,7 @@ def concurrent(path: Path, threads: int) -> dict:
 def worker_start(samples: int) -> dict:
     """`python -m workbench.core.run.child.worker` until its worker_ready line: wall and CPU seconds."""
     walls, cpus = [], []
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = repo_env()
     for _ in range(samples):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_env import repo_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TOML = """[verify]
@@ -39,7 +40,7 @@ guard_regions = {guards}
 def verify(project: Path, guards: bool) -> dict:
     (project / "workbench.toml").write_text(TOML.format(guards=str(guards).lower()))
     done = subprocess.run([sys.executable, "-m", "workbench.cli", "verify", str(project), "--json"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          capture_output=True, text=True, cwd=ROOT, env=repo_env())
     record = json.loads(done.stdout)["projects"][0]
     if record["exit_code"] != 0:
         raise SystemExit(f"{project.name} (guard_regions = {guards}) did not verify: {record['verdict']}\n"
@@ -105,7 +106,7 @@ def main() -> int:
     results = {}
     for name in args.projects:
         subprocess.run([sys.executable, "-m", "workbench.cli", "new", name, "--dir", str(work)], check=True,
-                       capture_output=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       capture_output=True, cwd=ROOT, env=repo_env())
         samples: dict[str, list[dict]] = {"on": [], "off": []}
         for _ in range(args.rounds):
             for mode in ("on", "off"):

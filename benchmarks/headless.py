@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from child_env import repo_env
 from plain_scripts import COMPILE_CHECK_ALONE, COMPILE_CHECK_FLOOR, PLAIN_VERIFY, PLAIN_VERIFY_COMPILED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,9 +89,7 @@ def _text(data) -> str:
 def timed(argv: list[str], out: Path, name: str, env: dict | None = None, limit_s: float | None = None) -> dict:
     """One command in a fresh process: its wall time (from outside), exit code and event timeline."""
     timeline = out / f"{name}.timeline.json"
-    # The repository first, then whatever the caller's path had (packages installed beside, not into, Python)
-    path = os.pathsep.join([str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    env = {**os.environ, **(env or {}), "HEADLESS_TIMELINE": str(timeline), "PYTHONPATH": path}
+    env = repo_env({**(env or {}), "HEADLESS_TIMELINE": str(timeline)})
     started = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, __file__, "--driver", *argv], capture_output=True, text=True, env=env,
@@ -221,7 +220,7 @@ def fresh_machine(work: Path, out: Path, repeats: int, summary: dict) -> None:
 def scaffold(work: Path, name: str, template: str | None = None) -> Path:
     argv = ["new", name, "--dir", str(work)] + (["--template", template] if template else [])
     subprocess.run([sys.executable, "-m", "workbench.cli", *argv], check=True, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+                   env=repo_env())
     return work / name
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import anyio
 from mcp import Client, StdioServerParameters
+
+from child_env import repo_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,10 +40,9 @@ def broken(source: str) -> str:
 
 
 async def session(work: Path, name: str, verifies: int, bench: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
+    env = {k: v for k, v in repo_env().items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "workbench.cli", "mcp", "--root", str(work)],
-                                   env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])},
-                                   cwd=str(work))
+                                   env=env, cwd=str(work))
     calls: list[dict] = []
 
     async def call(client: Client, tool: str, args: dict) -> dict:
@@ -80,7 +80,7 @@ async def session(work: Path, name: str, verifies: int, bench: bool) -> dict:
 def cli_verify(project: Path) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "workbench.cli", "verify", str(project), "--json"], capture_output=True,
-                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                   cwd=ROOT, env=repo_env())
     return time.perf_counter() - started
 
 

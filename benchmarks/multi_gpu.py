@@ -48,14 +48,14 @@ sys.path.insert(0, str(ROOT))
 from workbench.core.fsutil import atomic_write_text, process_stat  # noqa: E402
 from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_project  # noqa: E402
 from workbench.core.run.gpus import discover_gpus  # noqa: E402 - the repository's own copy
+from child_env import repo_env  # noqa: E402 - beside this script
 
 
 def workbench(*args: str, check: bool = True, env_extra: dict[str, str] | None = None,
               started: "LoadSampler | None" = None, plugins: bool = False) -> subprocess.CompletedProcess:
     """`workbench ARGS` in a fresh Python; `started`: a sampler told the command's pid (its own CPU is sampled);
     `plugins`: installed plugins load (workbench-ray for `--cluster`), else the built-ins alone."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
-           **({} if plugins else {"WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}), **(env_extra or {})}
+    env = repo_env({**({} if plugins else {"WORKBENCH_DISABLE_PLUGIN_AUTOLOAD": "1"}), **(env_extra or {})})
     command = [sys.executable, "-m", "workbench.cli", *args]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           cwd=ROOT) as proc:

@@ -48,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from child_env import repo_env
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -437,7 +439,7 @@ def speed_of_light(cases: list, timeout: float = 300.0) -> list[list[dict]]:
                sys.executable, __file__, "--ncu-child", json.dumps(cases)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+                              env=repo_env())
     except subprocess.TimeoutExpired:
         return [[{"error": f"ncu timed out after {timeout:.0f} s"}] for _ in cases]
     launches: dict[str, dict] = {}

@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench.core.fsutil import process_stat  # noqa: E402 - the repository's own copy
+from child_env import repo_env  # noqa: E402 - beside this script
 
 TARGET_MB = 10.0
 KINDS = ("correct", "wrong 1%", "syntax error")
@@ -180,8 +181,7 @@ def soak_app(project: Path, saves: int, interval: float, progress, keep_runs: in
     limit_history(project, keep_runs, live_rep_ms)
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 160, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = repo_env({"TERM": "xterm-256color", "COLUMNS": "160", "LINES": "45"})
     app = subprocess.Popen([sys.executable, "-m", "workbench.cli", "watch", str(project)], stdin=slave, stdout=slave,
                            stderr=slave, env=env, cwd=str(project), start_new_session=True)
     os.close(slave)
@@ -239,10 +239,9 @@ async def soak_mcp(work: Path, name: str, saves: int, progress, keep_runs: int |
                    live_rep_ms: float | None = None, until: float = float("inf")) -> list[dict]:
     from mcp import Client, StdioServerParameters
 
-    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
+    env = {k: v for k, v in repo_env().items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "workbench.cli", "mcp", "--root", str(work)],
-                                   env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])},
-                                   cwd=str(work))
+                                   env=env, cwd=str(work))
     rows: list[dict] = []
     async with Client(params, read_timeout_seconds=600) as client:
         servers = [p for p in descendants(os.getpid()) if "workbench.cli mcp" in command_of(p)]

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_env import repo_env
 
 SIDE = '''
 
@@ -54,7 +55,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     root = args.workbench.resolve()
-    env = dict(os.environ, PYTHONPATH=str(root))
+    env = repo_env(root=root)
     tag = root.name
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "workbench", "new", "rmsnorm", "--dir", tmp], env=env, check=True,

@@ -80,3 +80,18 @@ def test_headless_reads_the_plain_scripts_phase_lines():
     assert headless.plain_phases(text) == {"torch and triton imported": 3.628, "every case": 7.572}
     assert 'phase("torch and triton imported")' in plain_scripts.PLAIN_VERIFY
     assert 'phase("every case")' in plain_scripts.PLAIN_VERIFY
+
+
+def test_a_benchmarks_child_imports_this_checkout_first_and_keeps_the_callers_path(monkeypatch, tmp_path):
+    """child_env.repo_env: every benchmark's child environment (ten scripts once built it by hand, half of them
+    replacing PYTHONPATH with the repository and so losing packages installed beside Python)."""
+    child_env = benchmark_script("child_env")
+    beside = str(tmp_path / "beside")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([beside, str(ROOT), ""]))
+    env = child_env.repo_env({"EXTRA": "1"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), beside] and env["EXTRA"] == "1"
+    other = tmp_path / "other-checkout"
+    assert child_env.repo_env(root=other)["PYTHONPATH"].split(os.pathsep) == [str(other), beside, str(ROOT)]
+    scripts = [p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "child_env.py"]
+    by_hand = [p.name for p in scripts if '"PYTHONPATH"' in p.read_text() or "PYTHONPATH=str(" in p.read_text()]
+    assert not by_hand, f"{by_hand} build a child's PYTHONPATH by hand: use child_env.repo_env"
