@@ -8,14 +8,11 @@ bytes in flight on every SM. Statistics are fp32. Two kernels, by row width:
   too few bytes in flight.
 - Wider rows: rmsnorm_wide_kernel streams the row twice in column tiles (sum of squares, then
   normalise), one program per row, its second read mostly served from L2.
-Limits (H200, benchmarks/RESULTS.md 7g): at 1024 x 32768 bf16 one 32-warp program per SM holds a row
-in registers, and DRAM reads stop while it is reduced and written: 0.92x a copy of the same bytes,
-every byte read once. With wider rows the second pass finds little of its row in L2 (264 rows in
-flight against a 50 MB L2): at 1024 x 131072, 1.46x the tensor's bytes cross DRAM, 0.73x a copy's
-time; 0.88x at 1024 x 65536. Measured and not kept: a row split over programs (slower, 7d) and a
-persistent kernel with an SM's worth of rows in flight (fewer bytes, but half the loads in flight:
-2-3% either way). Reading each byte once at full rate needs a row shared by a cluster of SMs
-(distributed shared memory), which Triton's language does not expose.
+Limits (H200, benchmarks/RESULTS.md 7d, 7g): a 64 KiB row is held in registers, one 32-warp program
+per SM, and DRAM reads stop while it is reduced and written: 0.92x a copy of the same bytes. Wider
+rows are read twice and 264 in flight overflow the 50 MB L2: 1.46x the bytes cross DRAM, 0.73-0.88x a
+copy. A row split and a persistent kernel measured no better; reading each byte once at full rate
+needs a row shared by an SM cluster (distributed shared memory), which Triton does not expose.
 Dtypes: float32, float16, bfloat16; x and weight share a dtype. x must be contiguous.
 """
 
