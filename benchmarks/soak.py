@@ -302,7 +302,7 @@ def main() -> int:
     parser.add_argument("--live-rep-ms", type=float, help="the project's [bench] live_rep_ms (a GPU's timed series "
                         "per correct save; default as scaffolded)")
     parser.add_argument("--minutes", type=float, default=float("inf"), help="start no save after this long: the "
-                        "rows so far are summarised (a machine lent for a limited time)")
+                        "rows so far are summarised (a machine held for a limited time)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: the app and its workers are ended too
     args.out.mkdir(parents=True, exist_ok=True)
