@@ -4,16 +4,18 @@
     PYTHONPATH=. python3 benchmarks/large_index_cost.py --scaffolds add softmax --profile add
 
 A cold `workbench verify` of every scaffold and template spends most of its tail in large-index cases: they take
-turns on the GPU (verify/large_index.taking_turns), 0.6-2.0 s each, 36 of them, 38.7 s of a 64.8 s run on an
-H200 (RESULTS.md 3x). Count first: the largest, an fp32 add of 2.28e9 elements, reads two 9.1 GB inputs and writes
-9.1 GB; its float64 reference reads 36 GB and writes 18 GB; about 100 GB in all, 25 ms at the H200's copy rate.
-So the case's time is not its memory traffic. A case's first run compiles kernel_fn's kernels again (an integer
-argument past 2^31 specializes them as int64), with this script's own empty Triton cache, as a cold run does;
-each case runs twice ("first", "again"). For each scaffold's large-index cases (the worker's own Verifier,
-as `workbench verify` runs them, the judge in this process), this prints each step's wall time, the GPU synchronized
-around it: the plan (sizing), get_inputs, the float64 and native references, kernel_fn, the judge, and the
-allocator's release (torch.cuda.empty_cache); and, for the scaffolds named by --profile, the top torch ops of one
-case by self CPU time and by self CUDA time (torch.profiler). The same numbers go to $OUT/large_index_cost.json.
+turns on the GPU (verify/large_index.taking_turns), 0.6-2.0 s each, 36 of them, 38.7 s of a 64.8 s run on an H200
+(RESULTS.md 3y). Count first: the largest, an fp32 add of 2.28e9 elements, reads two 9.1 GB inputs and writes 9.1
+GB; its float64 reference reads 36 GB and writes 18 GB; about 100 GB in all, 25 ms at the H200's copy rate. That
+count left out the error model's reference, whose every float64 intermediate is moved once more: this script found
+it moving about 1 TB (3y). A case's first run compiles kernel_fn's kernels again (an integer argument past 2^31
+specializes them as int64), with this script's own empty Triton cache, as a cold run does; each case runs twice
+("first", "again"). For each scaffold's large-index cases (the worker's own Verifier, as `workbench verify` runs
+them, the judge in this process), this prints each step's wall time, the GPU synchronized around it: the plan
+(sizing), get_inputs, the references (float64, native, and rounded once more for the error model, the last two also
+said on their own), kernel_fn, the judge, and the allocator's release (torch.cuda.empty_cache); and, for the
+scaffolds named by --profile, the top torch ops of one case by self CPU time and by self CUDA time (torch.profiler).
+The same numbers go to $OUT/large_index_cost.json.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def measure(name: str, where: Path, profiled: bool) -> dict:
 
     import workbench.core.verify.battery as battery
     import workbench.core.verify.calls as calls
+    import workbench.core.verify.references as references
 
     verifier, large = large_cases(name, where)
     result = {"scaffold": name, "cases": []}
@@ -115,7 +118,9 @@ def measure(name: str, where: Path, profiled: bool) -> dict:
         clock = StepClock()
         restore = [clock.wrap(battery, "plan_large_index", "plan (sizing)"),
                    clock.wrap(verifier.km, "get_inputs", "get_inputs"),
-                   clock.wrap(calls, "upcast_reference", "references (float64 and native)"),
+                   clock.wrap(calls, "upcast_reference", "references (float64, native, rounded)"),
+                   clock.wrap(references, "native_reference", "  of which native"),
+                   clock.wrap(references, "rounded_reference", "  of which rounded once more (the error model)"),
                    clock.wrap(verifier, "_call_kernel", "kernel_fn (outputs prefilled with NaN)"),
                    clock.wrap(calls, "sampled_case", "sampled for the judge"),
                    clock.wrap(verifier, "deliver", "judged"),
