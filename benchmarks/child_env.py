@@ -13,9 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def repo_env(extra: dict[str, str] | None = None, root: Path = ROOT) -> dict[str, str]:
-    """os.environ plus `extra`, with `root` put first on PYTHONPATH and the entries already there kept after it."""
-    env = {**os.environ, **(extra or {})}
+def repo_env(extra: dict[str, str] | None = None, root: Path = ROOT, without: tuple[str, ...] = ()) -> dict[str, str]:
+    """os.environ plus `extra`, less the variables named in `without`, with `root` put first on PYTHONPATH and the
+    entries already there kept after it."""
+    env = {k: v for k, v in {**os.environ, **(extra or {})}.items() if k not in without}
     kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(root)]
     env["PYTHONPATH"] = os.pathsep.join([str(root), *kept])
     return env

@@ -67,9 +67,10 @@ class StepClock:
 
 
 def scaffolded(name: str, where: Path) -> Path:
-    target = where / name
-    shutil.copytree(ROOT / "scaffolds" / name, target)
-    return target / "kernel.py"
+    """`workbench new NAME` in `where`: its kernel.py."""
+    from workbench.core.project.scaffold import Catalog, builtin_scaffolds, create_project
+
+    return create_project(name, where, Catalog(builtin_scaffolds()).choose(name, None)) / "kernel.py"
 
 
 def large_cases(name: str, where: Path):

@@ -40,9 +40,8 @@ def broken(source: str) -> str:
 
 
 async def session(work: Path, name: str, verifies: int, bench: bool) -> dict:
-    env = {k: v for k, v in repo_env().items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "workbench.cli", "mcp", "--root", str(work)],
-                                   env=env, cwd=str(work))
+                                   env=repo_env(without=("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD",)), cwd=str(work))
     calls: list[dict] = []
 
     async def call(client: Client, tool: str, args: dict) -> dict:

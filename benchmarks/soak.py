@@ -239,9 +239,8 @@ async def soak_mcp(work: Path, name: str, saves: int, progress, keep_runs: int |
                    live_rep_ms: float | None = None, until: float = float("inf")) -> list[dict]:
     from mcp import Client, StdioServerParameters
 
-    env = {k: v for k, v in repo_env().items() if k != "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD"}
     params = StdioServerParameters(command=sys.executable, args=["-m", "workbench.cli", "mcp", "--root", str(work)],
-                                   env=env, cwd=str(work))
+                                   env=repo_env(without=("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD",)), cwd=str(work))
     rows: list[dict] = []
     async with Client(params, read_timeout_seconds=600) as client:
         servers = [p for p in descendants(os.getpid()) if "workbench.cli mcp" in command_of(p)]

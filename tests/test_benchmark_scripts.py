@@ -90,6 +90,8 @@ def test_a_benchmarks_child_imports_this_checkout_first_and_keeps_the_callers_pa
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([beside, str(ROOT), ""]))
     env = child_env.repo_env({"EXTRA": "1"})
     assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), beside] and env["EXTRA"] == "1"
+    monkeypatch.setenv("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD", "1")
+    assert "WORKBENCH_DISABLE_PLUGIN_AUTOLOAD" not in child_env.repo_env(without=("WORKBENCH_DISABLE_PLUGIN_AUTOLOAD",))
     other = tmp_path / "other-checkout"
     assert child_env.repo_env(root=other)["PYTHONPATH"].split(os.pathsep) == [str(other), beside, str(ROOT)]
     scripts = [p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "child_env.py"]
